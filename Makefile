@@ -1,0 +1,57 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# oxrdma: top-level entry points. `make help` lists them.
+#
+# By default everything builds against the project's test kernel (Linux 6.12, built once and
+# cached outside the clone by scripts/build-kernel.sh). To build the module for another kernel
+# tree: make modules KDIR=/lib/modules/$(uname -r)/build
+
+SHELL := /bin/bash
+ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+VARIANT := $(if $(filter 1 y yes,$(DEBUG)),debug,test)
+TEST_KDIR = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && kernel_dir $(VARIANT)')/build
+KDIR ?= $(TEST_KDIR)
+KMAKE_VARS = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && echo "$${KMAKE_VARS[@]}"')
+
+.PHONY: all help setup kernel modules lint demo check vm-run install clean
+
+all: modules
+
+help:
+	@echo "make demo            set up, build, boot the test VM and show oxrdma working"
+	@echo "make check           the whole test suite (host, KUnit, VM); ends in 'N passed, N failed'"
+	@echo "make check DEBUG=1   the same on the debug kernel (KASAN, lockdep, kmemleak)"
+	@echo "make modules         build oxrdma.ko (KDIR=<kernel build dir> for another kernel)"
+	@echo "make lint            CLIPPY=1 module build and rustfmt check, warnings are errors"
+	@echo "make vm-run SCRIPT=f run a script (or CMD='...') as root in the test VM"
+	@echo "make install         install module, userspace provider and driver file"
+
+setup:
+	@$(ROOT)/scripts/setup.sh
+
+kernel: setup
+	@$(ROOT)/scripts/build-kernel.sh $(VARIANT)
+
+# The kernel build is a prerequisite only for the project's own test kernel.
+modules: $(if $(filter $(TEST_KDIR),$(KDIR)),kernel)
+	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) modules
+
+lint: kernel
+	@$(ROOT)/scripts/lint.sh $(KDIR)
+
+demo: modules
+	@$(ROOT)/scripts/demo.sh $(VARIANT)
+
+check: kernel
+	@$(ROOT)/scripts/check.sh $(VARIANT)
+
+vm-run: modules
+	@$(ROOT)/scripts/vm-run --variant $(VARIANT) $(if $(SCRIPT),$(abspath $(SCRIPT)),-- bash -c '$(CMD)')
+
+install: modules
+	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) modules_install
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) clean
+	rm -f $(ROOT)/rust/bindings/bindings_generated.rs
+	cargo clean

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+//! oxrdma: a software RDMA provider (RoCE v1/v2 and iWARP over any Ethernet netdev).
+//!
+//! This is the crate root of `oxrdma.ko`. It pulls in, as modules of one crate:
+//! * `ox`: the kernel abstraction layer (`rust/abstractions`), the only `unsafe` code;
+//! * `uapi` and `wire`: the pure `no_std` crates (`rust/uapi`, `rust/wire`), the same files the
+//!   host tests and the userspace provider compile;
+//! * the driver itself (this directory), safe Rust over those.
+
+use kernel::prelude::*;
+
+#[path = "../../rust/abstractions/mod.rs"]
+pub mod ox;
+
+/// The user/kernel ABI shared with the userspace provider (`rust/uapi`).
+#[path = "../../rust/uapi/src"]
+pub mod uapi {
+    pub mod abi;
+}
+
+/// Pure protocol logic shared with the host tests (`rust/wire`).
+#[path = "../../rust/wire/src"]
+pub mod wire {
+    pub mod crc32;
+    pub mod crc32c;
+    pub mod psn;
+}
+
+mod link;
+#[cfg(CONFIG_KUNIT)]
+mod selftests;
+
+module! {
+    type: OxRdma,
+    name: "oxrdma",
+    author: "The oxrdma developers",
+    description: "Software RDMA provider: RoCE v1/v2 and iWARP over Ethernet",
+    license: "GPL",
+    alias: ["rdma-link-oxroce", "rdma-link-oxiwarp"],
+}
+
+struct OxRdma {
+    _links: link::Links,
+}
+
+impl kernel::Module for OxRdma {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        let links = link::Links::register()?;
+        pr_info!(
+            "oxrdma {} loaded (uAPI version {})\n",
+            uapi::abi::OXRDMA_VERSION,
+            uapi::abi::OXRDMA_ABI_VERSION
+        );
+        Ok(OxRdma { _links: links })
+    }
+}
+
+impl Drop for OxRdma {
+    fn drop(&mut self) {
+        pr_info!("oxrdma unloaded\n");
+    }
+}

@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: GPL-2.0
+//! oxrdma's kernel abstraction layer: the only place with `unsafe` code.
+//!
+//! The 6.12 `kernel` crate has no bindings for ib_core, netdevs or KUnit suites declared from
+//! Rust. This layer binds them (`bindings`, C helpers for static inlines) and wraps them in safe
+//! types whose invariants are documented on each type. Driver code in `drivers/` uses only the
+//! safe API.
+
+#[path = "../bindings/mod.rs"]
+pub mod bindings;
+
+pub mod crc;
+pub mod error;
+pub mod kunit;
+pub mod net;
+pub mod rdma;

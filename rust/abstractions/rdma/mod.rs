@@ -1,0 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Safe wrappers over ib_core.
+
+pub mod link;

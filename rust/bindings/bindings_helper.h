@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C headers oxrdma's abstraction layer binds. bindgen reads this file with the kernel's
+ * own compiler flags (see Kbuild); the output is rust/bindings/bindings_generated.rs.
+ */
+#include <linux/crc32c.h>
+#include <linux/netdevice.h>
+#include <kunit/test.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_netlink.h>
+
+#include "../helpers/helpers.h"

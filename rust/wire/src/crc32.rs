@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! IEEE 802.3 CRC-32, the checksum underlying the RoCE invariant CRC (ICRC).
+//!
+//! Parameters: reflected polynomial `0xEDB8_8320` (normal form `0x04C1_1DB7`),
+//! initial value `!0`, reflected input and output, final XOR `!0`. The check
+//! value of the ASCII string `"123456789"` is `0xCBF4_3926`.
+//!
+//! This module is only the plain CRC; which header fields the ICRC masks
+//! before hashing is handled elsewhere.
+//!
+//! The implementation is table driven ("slicing-by-8", 8 KiB of tables) and
+//! the tables are computed at compile time by a `const fn`.
+//!
+//! This file is self-contained: it is compiled both as a module of the
+//! `oxrdma-wire` crate and, via `#[path]`, as a module of the kernel crate.
+
+/// Reflected IEEE CRC-32 polynomial.
+const POLY: u32 = 0xEDB8_8320;
+
+/// Slicing-by-8 lookup tables.
+///
+/// `TABLES[0]` is the classic byte-at-a-time table; `TABLES[k][i]` is the
+/// CRC contribution of byte `i` followed by `k` zero bytes.
+static TABLES: [[u32; 256]; 8] = make_tables(POLY);
+
+/// Builds the slicing-by-8 tables for the reflected polynomial `poly`.
+const fn make_tables(poly: u32) -> [[u32; 256]; 8] {
+    let mut tables = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ poly
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        tables[0][i] = crc;
+        i += 1;
+    }
+    let mut slice = 1;
+    while slice < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = tables[slice - 1][i];
+            tables[slice][i] = (prev >> 8) ^ tables[0][(prev & 0xFF) as usize];
+            i += 1;
+        }
+        slice += 1;
+    }
+    tables
+}
+
+/// Advances the raw (not inverted) CRC register `crc` over `data`.
+fn update_raw(mut crc: u32, data: &[u8]) -> u32 {
+    let t = &TABLES;
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let lo = crc ^ u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        let hi = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
+        crc = t[7][(lo & 0xFF) as usize]
+            ^ t[6][((lo >> 8) & 0xFF) as usize]
+            ^ t[5][((lo >> 16) & 0xFF) as usize]
+            ^ t[4][(lo >> 24) as usize]
+            ^ t[3][(hi & 0xFF) as usize]
+            ^ t[2][((hi >> 8) & 0xFF) as usize]
+            ^ t[1][((hi >> 16) & 0xFF) as usize]
+            ^ t[0][(hi >> 24) as usize];
+    }
+    for &b in chunks.remainder() {
+        crc = (crc >> 8) ^ t[0][((crc ^ u32::from(b)) & 0xFF) as usize];
+    }
+    crc
+}
+
+/// Streaming IEEE CRC-32 hasher.
+///
+/// Feeding the data in any number of [`update`](Self::update) calls gives
+/// the same digest as one call with the concatenation.
+///
+/// ```
+/// # use oxrdma_wire::crc32::{crc32, Crc32};
+/// let mut h = Crc32::new();
+/// h.update(b"1234");
+/// h.update(b"56789");
+/// assert_eq!(h.finish(), 0xCBF4_3926);
+/// assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crc32 {
+    /// The CRC register before the final XOR.
+    state: u32,
+}
+
+impl Crc32 {
+    /// Creates a hasher over the empty message.
+    pub const fn new() -> Self {
+        Self { state: !0 }
+    }
+
+    /// Appends `data` to the message.
+    pub fn update(&mut self, data: &[u8]) {
+        self.state = update_raw(self.state, data);
+    }
+
+    /// Returns the CRC-32 of everything passed to [`update`](Self::update)
+    /// so far. The hasher is not consumed and can keep being updated.
+    pub const fn finish(&self) -> u32 {
+        !self.state
+    }
+}
+
+impl Default for Crc32 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Computes the IEEE CRC-32 of `data` in one call.
+pub fn crc32(data: &[u8]) -> u32 {
+    !update_raw(!0, data)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    /// Bit-at-a-time reference implementation, straight from the definition.
+    fn reference(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in data {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn check_value() {
+        assert_eq!(crc32(b"123456789"), 0xCBF4_3926);
+    }
+
+    #[test]
+    fn empty_and_short() {
+        assert_eq!(crc32(b""), 0);
+        assert_eq!(Crc32::new().finish(), 0);
+        assert_eq!(crc32(b"a"), 0xE8B7_BE43);
+        assert_eq!(
+            crc32(b"The quick brown fox jumps over the lazy dog"),
+            0x414F_A339
+        );
+    }
+
+    #[test]
+    fn table_spot_values() {
+        assert_eq!(TABLES[0][0], 0);
+        assert_eq!(TABLES[0][1], 0x7707_3096);
+        assert_eq!(TABLES[0][128], POLY);
+        for t in &TABLES {
+            assert_eq!(t[0], 0);
+        }
+    }
+
+    #[test]
+    fn every_length_and_alignment_matches_reference() {
+        let mut buf = [0u8; 80];
+        let mut x = 0x8765_4321u32;
+        for b in buf.iter_mut() {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            *b = (x >> 16) as u8;
+        }
+        for start in 0..8 {
+            for end in start..buf.len() {
+                let data = &buf[start..end];
+                assert_eq!(crc32(data), reference(data), "{start}..{end}");
+            }
+        }
+    }
+
+    #[test]
+    fn residue() {
+        // Appending the digest (little endian) yields a constant residue.
+        let mut msg = Vec::from(&b"hello world"[..]);
+        let crc = crc32(&msg);
+        msg.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(crc32(&msg), 0x2144_DF1C);
+    }
+
+    #[test]
+    fn default_is_new() {
+        assert_eq!(Crc32::default(), Crc32::new());
+    }
+
+    proptest! {
+        #[test]
+        fn matches_reference(data in proptest::collection::vec(any::<u8>(), 0..1024)) {
+            prop_assert_eq!(crc32(&data), reference(&data));
+        }
+
+        #[test]
+        fn streaming_equals_one_shot(
+            data in proptest::collection::vec(any::<u8>(), 0..512),
+            cuts in proptest::collection::vec(any::<usize>(), 0..6),
+        ) {
+            let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (data.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut h = Crc32::new();
+            let mut prev = 0;
+            for &c in &cuts {
+                h.update(&data[prev..c]);
+                prev = c;
+            }
+            h.update(&data[prev..]);
+            prop_assert_eq!(h.finish(), crc32(&data));
+        }
+    }
+}

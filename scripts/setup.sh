@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Install what oxrdma's build and tests need on Debian 12. Idempotent and quiet when
+# everything is already present. Called by the Makefile; safe to run by hand.
+set -euo pipefail
+. "$(dirname "$0")/lib/env.sh"
+
+PKGS=(
+	# kernel source and build
+	linux-source-6.12 xz-utils make flex bison bc libelf-dev libssl-dev cpio kmod
+	clang lld llvm libclang-dev
+	# Rust for the kernel (Debian's toolchain ships rust-src; rustup's does not)
+	rustc-web rust-web-src rust-web-clippy rustfmt-web cargo-web
+	# test VM
+	qemu-system-x86
+	# RDMA userland and network tools used by the tests
+	rdma-core ibverbs-utils ibverbs-providers perftest rdmacm-utils libibverbs-dev librdmacm-dev
+	python3-pyverbs iproute2 tcpdump iperf3 ethtool
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	echo "setup: installing ${missing[*]}"
+	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# bindgen: 6.12 needs >= 0.65.1, Debian has 0.60. Installed into the cache, not the user's PATH.
+if ! [ -x "$OX_TOOLS/bin/bindgen" ]; then
+	echo "setup: installing bindgen-cli $BINDGEN_VERSION into $OX_TOOLS"
+	cargo install --quiet --locked --root "$OX_TOOLS" bindgen-cli --version "$BINDGEN_VERSION"
+fi
