@@ -1,10 +1,150 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The two link types: `rdma link add NAME type oxroce|oxiwarp netdev DEV`.
+//! The two link types, `rdma link add NAME type oxroce|oxiwarp netdev DEV`, the registry of
+//! the devices they create, and what happens to those devices on netdev events and unload.
 
-use crate::ox::error::code;
-use crate::ox::net::NetDeviceRef;
+use crate::device::OxDevice;
+use crate::ox::net::{NetDeviceRef, NetdevEvent, NetdevHandler, NetdevNotifier};
+use crate::ox::rdma::device::{self, Device, DeviceHandle, NewDevice, NodeKind};
 use crate::ox::rdma::link::{LinkRegistration, LinkType};
+use crate::ox::sync::GlobalMutex;
+use crate::uapi::abi::OXRDMA_ABI_VERSION;
+use crate::wire::link::node_guid_from_mac;
 use kernel::{c_str, prelude::*, str::CStr};
+
+/// `ARPHRD_ETHER` and `ARPHRD_LOOPBACK` (`include/uapi/linux/if_arp.h`).
+const ARPHRD_ETHER: u16 = 1;
+const ARPHRD_LOOPBACK: u16 = 772;
+
+/// A device this module created. `handle` is `None` while its registration is under way.
+struct Entry {
+    netdev: usize,
+    kind: NodeKind,
+    handle: Option<DeviceHandle<OxDevice>>,
+}
+
+/// How many devices the module manages at once (documented in the admin guide).
+pub(crate) const MAX_DEVICES: usize = 64;
+
+/// Every device of this module, so that link creation can refuse duplicates, netdev events
+/// reach the right devices, and unload removes exactly this module's devices.
+struct Registry {
+    slots: [Option<Entry>; MAX_DEVICES],
+}
+
+impl Registry {
+    fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.slots.iter().flatten()
+    }
+
+    /// Removes and returns the entry `pred` picks first.
+    fn take(&mut self, pred: impl Fn(&Entry) -> bool) -> Option<Entry> {
+        self.slots
+            .iter_mut()
+            .find(|s| s.as_ref().is_some_and(&pred))
+            .and_then(Option::take)
+    }
+}
+
+static DEVICES: GlobalMutex<Registry> = GlobalMutex::new(Registry {
+    slots: [const { None }; MAX_DEVICES],
+});
+
+fn hca_type(kind: NodeKind) -> &'static CStr {
+    match kind {
+        NodeKind::Roce => c_str!("oxroce"),
+        NodeKind::Iwarp => c_str!("oxiwarp"),
+    }
+}
+
+/// Creates and registers a device of `kind` named `name` on `ndev`.
+fn add(kind: NodeKind, name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
+    let suitable = match kind {
+        NodeKind::Roce => ndev.link_type() == ARPHRD_ETHER,
+        NodeKind::Iwarp => matches!(ndev.link_type(), ARPHRD_ETHER | ARPHRD_LOOPBACK),
+    };
+    if !suitable {
+        pr_warn!(
+            "{}: {} is not an Ethernet device (type {}); {} needs one\n",
+            name,
+            ndev.name(),
+            ndev.link_type(),
+            hca_type(kind)
+        );
+        return Err(EINVAL);
+    }
+    // Reserve the (netdev, kind) slot first, so a concurrent `rdma link add` cannot create a
+    // twin; the registration itself runs without the lock (it takes the RTNL).
+    {
+        let mut devs = DEVICES.lock();
+        if devs
+            .entries()
+            .any(|e| e.netdev == ndev.id() && e.kind == kind)
+        {
+            pr_info!(
+                "{}: {} already has an {} device\n",
+                name,
+                ndev.name(),
+                hca_type(kind)
+            );
+            return Err(EEXIST);
+        }
+        let Some(free) = devs.slots.iter_mut().find(|s| s.is_none()) else {
+            pr_warn!("{}: the module already has {} devices\n", name, MAX_DEVICES);
+            return Err(ENOSPC);
+        };
+        *free = Some(Entry {
+            netdev: ndev.id(),
+            kind,
+            handle: None,
+        });
+    }
+    let res = device::register(
+        &crate::THIS_MODULE,
+        NewDevice {
+            name,
+            kind,
+            netdev: ndev,
+            node_guid: node_guid_from_mac(ndev.mac()),
+            hca_type: hca_type(kind),
+            abi_version: OXRDMA_ABI_VERSION,
+        },
+        OxDevice::new(kind, ndev.is_up()),
+    );
+    let mut devs = DEVICES.lock();
+    let reserved = devs
+        .slots
+        .iter_mut()
+        .flatten()
+        .find(|e| e.netdev == ndev.id() && e.kind == kind && e.handle.is_none());
+    match (res, reserved) {
+        (Ok(handle), Some(entry)) => {
+            entry.handle = Some(handle);
+            drop(devs);
+            pr_info!("{}: {} device on {}\n", name, hca_type(kind), ndev.name());
+            Ok(())
+        }
+        (Ok(handle), None) => {
+            // Cannot happen (only this function fills a reserved slot), but never leak.
+            drop(devs);
+            handle.unregister_queued();
+            Err(ENODEV)
+        }
+        (Err(e), _) => {
+            devs.take(|e| e.netdev == ndev.id() && e.kind == kind && e.handle.is_none());
+            Err(e)
+        }
+    }
+}
+
+/// Removes `dev` from the registry; called when ib_core has unregistered it.
+pub(crate) fn forget(dev: &Device<OxDevice>) {
+    let entry = DEVICES
+        .lock()
+        .take(|e| e.handle.as_ref().is_some_and(|h| h.is(dev)));
+    // Dropping the handle (outside the lock) releases a `struct device` reference; ib_core
+    // holds its own until it has finished with the device.
+    drop(entry);
+}
 
 /// RoCE (v1 and v2) over an Ethernet netdev.
 pub(crate) struct RoceLink;
@@ -16,12 +156,7 @@ impl LinkType for RoceLink {
     const TYPE: &'static CStr = c_str!("oxroce");
 
     fn newlink(ibdev_name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
-        pr_info!(
-            "{}: RoCE device on {} is not available yet\n",
-            ibdev_name,
-            ndev.name()
-        );
-        Err(code::eopnotsupp())
+        add(NodeKind::Roce, ibdev_name, ndev)
     }
 }
 
@@ -29,26 +164,61 @@ impl LinkType for IwarpLink {
     const TYPE: &'static CStr = c_str!("oxiwarp");
 
     fn newlink(ibdev_name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
-        pr_info!(
-            "{}: iWARP device on {} is not available yet\n",
-            ibdev_name,
-            ndev.name()
-        );
-        Err(code::eopnotsupp())
+        add(NodeKind::Iwarp, ibdev_name, ndev)
     }
 }
 
-/// Both link types, registered for the lifetime of the module.
+/// Follows the netdevs under this module's devices.
+struct NetdevWatch;
+
+impl NetdevHandler for NetdevWatch {
+    fn event(event: NetdevEvent, ndev: &NetDeviceRef<'_>) {
+        let devs = DEVICES.lock();
+        for e in devs.entries().filter(|e| e.netdev == ndev.id()) {
+            let Some(h) = e.handle.as_ref() else { continue };
+            match event {
+                NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
+                    h.with_registered(OxDevice::update_port_state);
+                }
+                // The netdev is going away: so do its RDMA devices. Queued, because this runs
+                // under the RTNL and unregistration takes it.
+                NetdevEvent::Unregister => h.unregister_queued(),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Everything registered for the module's lifetime. Dropping it unregisters the link types
+/// and the notifier first (no new devices, no new events), then every device.
 pub(crate) struct Links {
     _roce: LinkRegistration<RoceLink>,
     _iwarp: LinkRegistration<IwarpLink>,
+    _watch: NetdevNotifier<NetdevWatch>,
 }
 
 impl Links {
     pub(crate) fn register() -> Result<Self> {
         Ok(Self {
+            _watch: NetdevNotifier::register()?,
             _roce: LinkRegistration::register()?,
             _iwarp: LinkRegistration::register()?,
         })
+    }
+}
+
+/// Unregisters every device of this module and waits for it (module unload).
+pub(crate) fn remove_all() {
+    loop {
+        // Take one handle at a time: unregistering calls back into `forget`, which locks.
+        let next = DEVICES.lock().entries().find_map(|e| e.handle.clone());
+        let Some(h) = next else { break };
+        h.unregister();
+        // `forget` removed the entry when ib_core unregistered the device, now or earlier;
+        // make sure it is gone either way so that the loop ends.
+        let stale = DEVICES
+            .lock()
+            .take(|e| e.handle.as_ref().is_some_and(|x| x.same(&h)));
+        drop(stale);
     }
 }

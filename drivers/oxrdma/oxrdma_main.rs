@@ -16,6 +16,7 @@ pub mod ox;
 #[path = "../../rust/uapi/src"]
 pub mod uapi {
     pub mod abi;
+    pub mod verbs;
 }
 
 /// Pure protocol logic shared with the host tests (`rust/wire`).
@@ -23,9 +24,11 @@ pub mod uapi {
 pub mod wire {
     pub mod crc32;
     pub mod crc32c;
+    pub mod link;
     pub mod psn;
 }
 
+mod device;
 mod link;
 #[cfg(CONFIG_KUNIT)]
 mod selftests;
@@ -40,7 +43,7 @@ module! {
 }
 
 struct OxRdma {
-    _links: link::Links,
+    links: Option<link::Links>,
 }
 
 impl kernel::Module for OxRdma {
@@ -51,12 +54,15 @@ impl kernel::Module for OxRdma {
             uapi::abi::OXRDMA_VERSION,
             uapi::abi::OXRDMA_ABI_VERSION
         );
-        Ok(OxRdma { _links: links })
+        Ok(OxRdma { links: Some(links) })
     }
 }
 
 impl Drop for OxRdma {
     fn drop(&mut self) {
+        // First stop new devices and netdev events, then remove this module's devices.
+        drop(self.links.take());
+        link::remove_all();
         pr_info!("oxrdma unloaded\n");
     }
 }

@@ -39,5 +39,9 @@ fn psn_wraps_at_24_bits(t: &mut Test) {
 kunit_suite!(
     wire_suite,
     "oxrdma_wire",
-    [crc32c_check_value, crc32c_matches_kernel, psn_wraps_at_24_bits]
+    [
+        crc32c_check_value,
+        crc32c_matches_kernel,
+        psn_wraps_at_24_bits
+    ]
 );

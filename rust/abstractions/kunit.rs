@@ -120,7 +120,10 @@ pub const fn __case_end() -> bindings::kunit_case {
 
 /// A `kunit_suite` named `name` over the NULL-terminated array at `cases`.
 #[doc(hidden)]
-pub const fn __suite(name: &'static str, cases: *mut bindings::kunit_case) -> bindings::kunit_suite {
+pub const fn __suite(
+    name: &'static str,
+    cases: *mut bindings::kunit_case,
+) -> bindings::kunit_suite {
     // SAFETY: `kunit_suite` is plain data for which all-zeroes is valid (no callbacks, empty
     // name, NULL pointers), which is what a C designated initialiser leaves.
     let mut suite: bindings::kunit_suite = unsafe { core::mem::zeroed() };
@@ -156,6 +159,11 @@ macro_rules! kunit_suite {
 
             mod run {
                 $(
+                    /// KUnit entry point of the case of the same name.
+                    ///
+                    /// # Safety
+                    ///
+                    /// Called by KUnit only, with the `struct kunit` of the running case.
                     pub(super) unsafe extern "C" fn $case(test: *mut super::bindings::kunit) {
                         // SAFETY: KUnit calls the case with the `struct kunit` of this run.
                         unsafe { super::kunit::__run_case(test, super::super::$case) }

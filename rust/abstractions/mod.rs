@@ -14,3 +14,4 @@ pub mod error;
 pub mod kunit;
 pub mod net;
 pub mod rdma;
+pub mod sync;

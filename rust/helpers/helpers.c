@@ -3,7 +3,9 @@
  * C helpers for oxrdma's Rust abstraction layer; see helpers.h.
  */
 #include <kunit/test.h>
+#include <linux/mutex.h>
 #include <linux/netdevice.h>
+#include <rdma/ib_verbs.h>
 
 #include "helpers.h"
 
@@ -16,4 +18,96 @@ void oxrdma_kunit_fail(struct kunit *test, const char *file, int file_len, int l
 const char *oxrdma_netdev_name(const struct net_device *ndev)
 {
 	return netdev_name(ndev);
+}
+
+bool oxrdma_netdev_up(const struct net_device *ndev)
+{
+	return netif_running(ndev) && netif_carrier_ok(ndev);
+}
+
+bool oxrdma_netdev_running(const struct net_device *ndev)
+{
+	return netif_running(ndev);
+}
+
+unsigned short oxrdma_netdev_type(const struct net_device *ndev)
+{
+	return ndev->type;
+}
+
+unsigned int oxrdma_netdev_mtu(const struct net_device *ndev)
+{
+	return READ_ONCE(ndev->mtu);
+}
+
+const unsigned char *oxrdma_netdev_addr(const struct net_device *ndev)
+{
+	return ndev->dev_addr;
+}
+
+void oxrdma_dev_hold(struct net_device *ndev)
+{
+	dev_hold(ndev);
+}
+
+void oxrdma_dev_put(struct net_device *ndev)
+{
+	dev_put(ndev);
+}
+
+struct net_device *oxrdma_notifier_info_to_dev(void *info)
+{
+	return netdev_notifier_info_to_dev(info);
+}
+
+int oxrdma_respond_udata(struct ib_udata *udata, const void *src, size_t len)
+{
+	return ib_copy_to_udata(udata, (void *)src, min(len, udata->outlen));
+}
+
+size_t oxrdma_udata_inlen(const struct ib_udata *udata)
+{
+	return udata->inlen;
+}
+
+int oxrdma_ib_mtu_int_to_enum(int mtu)
+{
+	return ib_mtu_int_to_enum(mtu);
+}
+
+struct ib_device *oxrdma_device_to_ibdev(struct device *dev)
+{
+	return rdma_device_to_ibdev(dev);
+}
+
+void oxrdma_ib_device_get(struct ib_device *ibdev)
+{
+	get_device(&ibdev->dev);
+}
+
+void oxrdma_ib_device_put(struct ib_device *ibdev)
+{
+	put_device(&ibdev->dev);
+}
+
+void *oxrdma_err_ptr(long err)
+{
+	return ERR_PTR(err);
+}
+
+bool oxrdma_ib_device_try_get(struct ib_device *ibdev)
+{
+	return ib_device_try_get(ibdev);
+}
+
+static DEFINE_MUTEX(oxrdma_global_mutex);
+
+void oxrdma_global_lock(void)
+{
+	mutex_lock(&oxrdma_global_mutex);
+}
+
+void oxrdma_global_unlock(void)
+{
+	mutex_unlock(&oxrdma_global_mutex);
 }

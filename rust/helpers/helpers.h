@@ -18,4 +18,42 @@ void oxrdma_kunit_fail(struct kunit *test, const char *file, int file_len, int l
 /* netdev_name(): the interface name of @ndev. */
 const char *oxrdma_netdev_name(const struct net_device *ndev);
 
+struct ib_device;
+struct ib_udata;
+struct device;
+struct notifier_block;
+
+/* netif_running() && netif_carrier_ok(): the port is usable. */
+bool oxrdma_netdev_up(const struct net_device *ndev);
+/* netif_running(): administratively up. */
+bool oxrdma_netdev_running(const struct net_device *ndev);
+unsigned short oxrdma_netdev_type(const struct net_device *ndev);
+unsigned int oxrdma_netdev_mtu(const struct net_device *ndev);
+const unsigned char *oxrdma_netdev_addr(const struct net_device *ndev);
+void oxrdma_dev_hold(struct net_device *ndev);
+void oxrdma_dev_put(struct net_device *ndev);
+/* netdev_notifier_info_to_dev() */
+struct net_device *oxrdma_notifier_info_to_dev(void *info);
+
+/* ib_copy_to_udata(), bounded by what userspace asked for (ib_respond_udata's contract). */
+int oxrdma_respond_udata(struct ib_udata *udata, const void *src, size_t len);
+/* udata->inlen, udata->outlen */
+size_t oxrdma_udata_inlen(const struct ib_udata *udata);
+/* ib_mtu_int_to_enum() */
+int oxrdma_ib_mtu_int_to_enum(int mtu);
+/* rdma_device_to_ibdev() */
+struct ib_device *oxrdma_device_to_ibdev(struct device *dev);
+/* get_device()/put_device() on the ib_device's struct device. */
+void oxrdma_ib_device_get(struct ib_device *ibdev);
+void oxrdma_ib_device_put(struct ib_device *ibdev);
+
+/* ERR_PTR(err) */
+void *oxrdma_err_ptr(long err);
+/* ib_device_try_get(): a registration reference, false once unregistration has begun. */
+bool oxrdma_ib_device_try_get(struct ib_device *ibdev);
+
+/* One global mutex for the driver's slow-path registries (static DEFINE_MUTEX). */
+void oxrdma_global_lock(void);
+void oxrdma_global_unlock(void);
+
 #endif

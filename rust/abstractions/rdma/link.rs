@@ -5,7 +5,7 @@
 
 use super::super::{bindings, net::NetDeviceRef};
 use core::{marker::PhantomData, pin::Pin};
-use kernel::{prelude::*, str::CStr, types::Opaque};
+use kernel::{error::code, prelude::*, str::CStr, types::Opaque};
 
 /// A link type that `rdma link add ... type <TYPE>` can create.
 pub trait LinkType {
@@ -36,6 +36,12 @@ unsafe impl<T: LinkType> Send for LinkRegistration<T> {}
 // SAFETY: no method takes `&self` to reach the C structure.
 unsafe impl<T: LinkType> Sync for LinkRegistration<T> {}
 
+/// ib_core's `newlink` callback for link type `T`.
+///
+/// # Safety
+///
+/// Called by ib_core only: `ibdev_name` is a NUL-terminated string and `ndev` a netdev on which
+/// the caller holds a reference, both valid for the duration of the call.
 unsafe extern "C" fn newlink_callback<T: LinkType>(
     ibdev_name: *const kernel::ffi::c_char,
     ndev: *mut bindings::net_device,
@@ -43,7 +49,10 @@ unsafe extern "C" fn newlink_callback<T: LinkType>(
     // SAFETY: ib_core passes the NUL-terminated name from the netlink request, valid for the
     // duration of the call.
     let name = unsafe { CStr::from_char_ptr(ibdev_name) };
-    // SAFETY: ib_core holds a reference on `ndev` (from `dev_get_by_name`) across the call.
+    let Some(ndev) = core::ptr::NonNull::new(ndev) else {
+        return code::EINVAL.to_errno();
+    };
+    // SAFETY: ib_core holds a reference on `ndev` (`dev_get_by_name`) across the call.
     let ndev = unsafe { NetDeviceRef::from_raw(ndev) };
     match T::newlink(name, &ndev) {
         Ok(()) => 0,

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Safe wrappers over ib_core.
 
+pub mod device;
 pub mod link;

@@ -23,4 +23,5 @@
 
 pub mod crc32;
 pub mod crc32c;
+pub mod link;
 pub mod psn;
