@@ -13,15 +13,16 @@ TEST_KDIR = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && kernel_dir $(VARIAN
 KDIR ?= $(TEST_KDIR)
 KMAKE_VARS = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && echo "$${KMAKE_VARS[@]}"')
 
-.PHONY: all help setup kernel modules lint demo check vm-run install clean
+.PHONY: all help setup kernel modules provider lint demo check vm-run install clean
 
-all: modules
+all: modules provider
 
 help:
 	@echo "make demo            set up, build, boot the test VM and show oxrdma working"
 	@echo "make check           the whole test suite (host, KUnit, VM); ends in 'N passed, N failed'"
 	@echo "make check DEBUG=1   the same on the debug kernel (KASAN, lockdep, kmemleak)"
 	@echo "make modules         build oxrdma.ko (KDIR=<kernel build dir> for another kernel)"
+	@echo "make provider        build userspace-provider/out/liboxrdma-rdmav34.so"
 	@echo "make lint            CLIPPY=1 module build and rustfmt check, warnings are errors"
 	@echo "make vm-run SCRIPT=f run a script (or CMD='...') as root in the test VM"
 	@echo "make install         install module, userspace provider and driver file"
@@ -36,19 +37,22 @@ kernel: setup
 modules: $(if $(filter $(TEST_KDIR),$(KDIR)),kernel)
 	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) modules
 
+provider: setup
+	@$(ROOT)/userspace-provider/build.sh
+
 lint: kernel
 	@$(ROOT)/scripts/lint.sh $(KDIR)
 
-demo: modules
+demo: modules provider
 	@$(ROOT)/scripts/demo.sh $(VARIANT)
 
 check: kernel
 	@$(ROOT)/scripts/check.sh $(VARIANT)
 
-vm-run: modules
+vm-run: modules provider
 	@$(ROOT)/scripts/vm-run --variant $(VARIANT) $(if $(SCRIPT),$(abspath $(SCRIPT)),-- bash -c '$(CMD)')
 
-install: modules
+install: modules provider
 	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) modules_install
 
 clean:

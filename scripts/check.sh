@@ -39,6 +39,24 @@ if want host; then
 	fi
 fi
 
+# The userspace provider: built for the VM tests, loaded into the host's libibverbs here.
+if want host || want vm; then
+	echo "== provider"
+	if "$OX_ROOT/userspace-provider/build.sh" >"$logs/provider-build.log" 2>&1; then
+		ok "build: liboxrdma-rdmav34.so"
+		if want host; then
+			if bash "$OX_ROOT/userspace-provider/tests/host-load.sh" >"$logs/provider-host-load.log" 2>&1; then
+				ok "host: provider loads into libibverbs and claims only oxrdma devices"
+			else
+				ko "host: provider load test" "see out/check/provider-host-load.log"
+				grep FAIL "$logs/provider-host-load.log" | head -10
+			fi
+		fi
+	else
+		ko "build: liboxrdma-rdmav34.so" "see out/check/provider-build.log"; tail -20 "$logs/provider-build.log"
+	fi
+fi
+
 # 2. Build hygiene. The module must also be built for the VM parts below.
 if want lint || want kunit || want vm; then
 	echo "== build"

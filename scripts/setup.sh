@@ -15,22 +15,16 @@ PKGS=(
 	qemu-system-x86
 	# RDMA userland and network tools used by the tests
 	rdma-core ibverbs-utils ibverbs-providers perftest rdmacm-utils libibverbs-dev librdmacm-dev
-	python3-pyverbs iproute2 tcpdump iperf3 ethtool
+	python3-pyverbs iproute2 iputils-ping tcpdump iperf3 ethtool
 )
 
-missing=()
-for p in "${PKGS[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-	echo "setup: installing ${missing[*]}"
-	SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
-	$SUDO apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+ensure_debs "${PKGS[@]}"
 
 # bindgen: 6.12 needs >= 0.65.1, Debian has 0.60. Installed into the cache, not the user's PATH.
 if ! [ -x "$OX_TOOLS/bin/bindgen" ]; then
 	echo "setup: installing bindgen-cli $BINDGEN_VERSION into $OX_TOOLS"
 	cargo install --quiet --locked --root "$OX_TOOLS" bindgen-cli --version "$BINDGEN_VERSION"
 fi
+
+# rdma-core's private provider headers (not packaged by Debian) for userspace-provider/.
+"$(dirname "$0")/setup-provider.sh"

@@ -26,3 +26,17 @@ kernel_key() {
 kernel_dir() {
 	echo "$OX_CACHE/kernel/$1-$(kernel_key "$1")"
 }
+
+# Installs the Debian packages named that are not installed yet (quietly when none is missing).
+ensure_debs() {
+	local p missing=() sudo=
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -gt 0 ] || return 0
+	echo "setup: installing ${missing[*]}"
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	$sudo apt-get update -qq || return 1
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+		"${missing[@]}" >/dev/null
+}

@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: GPL-2.0
+//! oxrdma's userspace provider for rdma-core's libibverbs: `liboxrdma-rdmav34.so`.
+//!
+//! libibverbs dlopens the library (named by a `driver oxrdma` line in `/etc/libibverbs.d/` or
+//! by `RDMAV_DRIVERS`); an ELF constructor registers [`ffi`]'s `verbs_device_ops` with
+//! `verbs_register_driver_34`. From then on libibverbs calls in through those ops.
+//!
+//! Layout:
+//! * [`ffi`]: the only module with `unsafe` code: bindgen's bindings to libibverbs' private
+//!   provider interface (`ffi::sys`), the ops tables, the registration constructor, and every
+//!   `extern "C"` entry point. Entry points translate raw pointers into safe values, call the
+//!   safe modules below, and never let a panic cross into C.
+//! * [`device`]: which sysfs devices are oxrdma's (matching), the per-device structure.
+//! * [`context`]: the user context (`ALLOC_UCONTEXT` response checks), query helpers.
+//! * [`pd`]: protection domains.
+//!
+//! The queue pair and completion queue rings (`qp`, `cq`) come with the data path.
+//!
+//! Every structure shared with the kernel comes from the `oxrdma-uapi` crate, the single
+//! definition of the user/kernel ABI.
+
+mod context;
+mod device;
+mod ffi;
+mod pd;
