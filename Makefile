@@ -53,7 +53,7 @@ vm-run: modules provider
 	@$(ROOT)/scripts/vm-run --variant $(VARIANT) $(if $(SCRIPT),$(abspath $(SCRIPT)),-- bash -c '$(CMD)')
 
 install: modules provider
-	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) modules_install
+	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) $(if $(DESTDIR),INSTALL_MOD_PATH=$(DESTDIR)) modules_install
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) clean

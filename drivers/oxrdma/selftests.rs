@@ -3,7 +3,11 @@
 //! kernel's own implementations, inside the kernel, as compiled into this module.
 
 use crate::kunit_suite;
+use crate::ox::error::code;
+use crate::ox::rdma::device::mtu_enum;
+use crate::ox::sync::GlobalMutex;
 use crate::ox::{crc::kernel_crc32c, kunit::Test};
+use crate::wire::link::{ib_mtu_for_link, IB_MTUS, ROCE_MAX_OVERHEAD};
 use crate::wire::{crc32c::crc32c, psn::Psn};
 
 /// A deterministic, non-trivial test pattern.
@@ -43,5 +47,43 @@ kunit_suite!(
         crc32c_check_value,
         crc32c_matches_kernel,
         psn_wraps_at_24_bits
+    ]
+);
+
+static COUNTER: GlobalMutex<u32> = GlobalMutex::new(0);
+
+fn global_mutex_keeps_data(t: &mut Test) {
+    let before = *COUNTER.lock();
+    for _ in 0..10 {
+        *COUNTER.lock() += 1;
+    }
+    t.expect_eq(*COUNTER.lock(), before + 10);
+}
+
+fn error_codes_are_the_errnos(t: &mut Test) {
+    t.expect_eq(code::eopnotsupp().to_errno(), -95);
+    t.expect_eq(code::eafnosupport().to_errno(), -97);
+    t.expect_eq(code::enetdown().to_errno(), -100);
+}
+
+/// The wire crate's IB MTU choice and ib_core's MTU enum agree: every IB MTU maps to its own
+/// enum value (256 -> 1 ... 4096 -> 5), and what a link MTU yields is one of them.
+fn ib_mtu_matches_ib_core(t: &mut Test) {
+    for (i, &m) in IB_MTUS.iter().enumerate() {
+        t.expect_eq(mtu_enum(m), i as u32 + 1);
+    }
+    for link in [576u32, 1280, 1500, 2200, 4200, 9000] {
+        let m = ib_mtu_for_link(link, ROCE_MAX_OVERHEAD);
+        t.expect_eq(mtu_enum(m), mtu_enum(m.min(link)));
+    }
+}
+
+kunit_suite!(
+    abstractions_suite,
+    "oxrdma_abstractions",
+    [
+        global_mutex_keeps_data,
+        error_codes_are_the_errnos,
+        ib_mtu_matches_ib_core
     ]
 );

@@ -564,7 +564,9 @@ unsafe extern "C" fn query_device<T: Driver>(
     0
 }
 
-fn mtu_enum(bytes: u32) -> bindings::ib_mtu {
+/// The `enum ib_mtu` value (1 = 256 bytes ... 5 = 4096 bytes) of an MTU in bytes, as ib_core
+/// computes it (`ib_mtu_int_to_enum`: the largest IB MTU not above `bytes`).
+pub fn mtu_enum(bytes: u32) -> bindings::ib_mtu {
     // SAFETY: pure arithmetic helper.
     let m = unsafe { bindings::oxrdma_ib_mtu_int_to_enum(bytes.min(i32::MAX as u32) as i32) };
     m as bindings::ib_mtu

@@ -55,10 +55,17 @@ pyverbs_prepare() {
 	: >"$d/.ox-prepared"
 }
 
-# ib_uverbs (no udev in the VM to load it) and the uninstalled provider.
+# ib_uverbs (no udev in the VM to load it), /dev/shm (multiprocessing's Barrier and Queue, used by
+# the rdmacm tests, need it; the VM's devtmpfs /dev has none) and the uninstalled provider.
 _pyverbs_env() {
 	[ -d /sys/module/ib_uverbs ] || modprobe ib_uverbs || { _pyverbs_err "modprobe ib_uverbs failed"; return 2; }
-	# shellcheck source=../../../userspace-provider/env.sh
+	if [ ! -d /dev/shm ]; then
+		if ! { mkdir -p /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /dev/shm; }; then
+			_pyverbs_err "cannot mount a tmpfs on /dev/shm"
+			return 2
+		fi
+	fi
+	# shellcheck source=SCRIPTDIR/../../../userspace-provider/env.sh
 	. "$OX_ROOT/userspace-provider/env.sh" || return 2
 	[ -f "$OXRDMA_PROVIDER_SO" ] || { _pyverbs_err "provider not built: $OXRDMA_PROVIDER_SO"; return 2; }
 }
