@@ -132,5 +132,6 @@ if [ ${#failures[@]} -gt 0 ]; then
 	echo; echo "Failed:"; printf '  %s\n' "${failures[@]}"
 fi
 echo
+echo "check: $((SECONDS / 60)) min $((SECONDS % 60)) s"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

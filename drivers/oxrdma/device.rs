@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 //! An oxrdma device: what it reports to ib_core and the objects it owns.
 
-use crate::ox::error::code::eopnotsupp;
 use crate::ox::rdma::device::{
     core_cap, Device, DeviceAttrs, Driver, NodeKind, PortAttrs, PortImmutable, Udata,
 };
@@ -173,7 +172,7 @@ impl Driver for OxDevice {
         let pdn = dev.next_pdn.fetch_add(1, Ordering::Relaxed);
         if pdn == 0 {
             // 2^32 PDs in the device's lifetime: refuse rather than reuse numbers.
-            return Err(eopnotsupp());
+            return Err(ENOSPC);
         }
         if let Some(udata) = udata {
             let resp = verbs::AllocPdResp { pdn, reserved: 0 };

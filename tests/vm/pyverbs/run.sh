@@ -18,8 +18,9 @@
 #
 # What it does: copies the suite to tmpfs once per boot ($PYVERBS_DIR, default /tmp/ox-pyverbs),
 # gunzips it and applies patch-netdev.py (base.py's netdev lookup, for the rdmacm tests of
-# software devices; see that file); loads ib_uverbs and the uninstalled oxrdma provider
-# (userspace-provider/env.sh); runs the selection with Debian's /usr/bin/python3 through
+# software devices; see that file); loads ib_uverbs, mounts a tmpfs on /dev/shm if there is none
+# (the VM has none; Python's multiprocessing, which the rdmacm tests use, needs it) and uses the
+# uninstalled oxrdma provider (userspace-provider/env.sh); runs the selection with Debian's /usr/bin/python3 through
 # runner.py (run_tests.py's argument parsing plus a per-test record). It prints one line per
 # test ("ok", "skip", "FAIL", "ERROR", the test, the skip reason or error), unittest's own
 # summary, and
@@ -98,17 +99,15 @@ pyverbs_run() {
 		esac
 	done
 	[ $# -ge 1 ] || { _pyverbs_err "usage: pyverbs_run [--gid IDX] [--timeout S] [--per-test S] DEV [NAME...]"; return 2; }
-	local dev=$1
+	local dev=$1 outdir=${OX_OUT:-${OX_TMP:-/tmp}}
 	shift
+	PYVERBS_LOG=$outdir/pyverbs-$dev.log PYVERBS_RESULTS=$outdir/pyverbs-$dev.tsv
+	PYVERBS_RAN=0 PYVERBS_OK=0 PYVERBS_SKIPPED=0 PYVERBS_FAILED=0 PYVERBS_ERRORS=0
+	rm -f "$PYVERBS_LOG" "$PYVERBS_RESULTS"
 	[ -e "/sys/class/infiniband/$dev" ] || { _pyverbs_err "no RDMA device $dev"; return 2; }
 	[ -n "$gid" ] || gid=$(pyverbs_roce_v2_ipv4_gid "$dev") || gid=0
 	pyverbs_prepare || return 2
 	_pyverbs_env || return 2
-
-	local outdir=${OX_OUT:-${OX_TMP:-/tmp}}
-	PYVERBS_LOG=$outdir/pyverbs-$dev.log PYVERBS_RESULTS=$outdir/pyverbs-$dev.tsv
-	PYVERBS_RAN=0 PYVERBS_OK=0 PYVERBS_SKIPPED=0 PYVERBS_FAILED=0 PYVERBS_ERRORS=0
-	rm -f "$PYVERBS_RESULTS"
 	local what=${*:-the whole suite} gtype rc=0 t0=${EPOCHREALTIME//[!0-9]/} t1
 	gtype=$(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$gid" 2>/dev/null) || gtype='?'
 	echo "pyverbs $dev: gid $gid ($gtype), running $what"
