@@ -10,4 +10,5 @@
 #![deny(missing_docs)]
 
 pub mod abi;
+pub mod ring;
 pub mod verbs;
