@@ -24,7 +24,11 @@ pub mod uapi {
 pub mod wire {
     pub mod crc32;
     pub mod crc32c;
+    pub mod headers;
+    pub mod icrc;
     pub mod link;
+    pub mod opcode;
+    pub mod packet;
     pub mod psn;
 }
 

@@ -4,7 +4,8 @@
 //!
 //! Pure, `no_std`, allocation-free and dependency-free code for the wire
 //! formats used by the soft RDMA provider: checksums, InfiniBand packet
-//! sequence numbers and (in later steps) header encoders/decoders.
+//! sequence numbers, the IBA transport headers and opcodes, packet parsing and
+//! building, and the RoCE ICRC.
 //!
 //! The module files under `src/` are also compiled directly into the kernel
 //! module, which includes each of them with
@@ -23,5 +24,9 @@
 
 pub mod crc32;
 pub mod crc32c;
+pub mod headers;
+pub mod icrc;
 pub mod link;
+pub mod opcode;
+pub mod packet;
 pub mod psn;
