@@ -15,3 +15,11 @@ pub fn kernel_crc32c(data: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// IEEE CRC-32 of `data` computed by the kernel's `crc32_le()` (lib/crc32.c), with the usual
+/// initial value and final inversion: the CRC the RoCE ICRC is built on.
+pub fn kernel_crc32(data: &[u8]) -> u32 {
+    // SAFETY: `data` is valid for reads of `data.len()` bytes for the duration of the call;
+    // `crc32_le` only reads it and keeps no reference.
+    !unsafe { bindings::crc32_le(!0, data.as_ptr(), data.len()) }
+}
