@@ -57,5 +57,5 @@ install: modules provider
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) clean
-	rm -f $(ROOT)/rust/bindings/bindings_generated.rs
+	rm -rf $(ROOT)/generated
 	cargo clean

@@ -2,7 +2,7 @@
 //! oxrdma: a software RDMA provider (RoCE v1/v2 and iWARP over any Ethernet netdev).
 //!
 //! This is the crate root of `oxrdma.ko`. It pulls in, as modules of one crate:
-//! * `ox`: the kernel abstraction layer (`rust/abstractions`), the only `unsafe` code;
+//! * `ox`: the kernel abstraction layer (`rust/abstractions`), where all FFI lives;
 //! * `uapi` and `wire`: the pure `no_std` crates (`rust/uapi`, `rust/wire`), the same files the
 //!   host tests and the userspace provider compile;
 //! * the driver itself (this directory), safe Rust over those.

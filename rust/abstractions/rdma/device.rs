@@ -420,9 +420,10 @@ pub fn register<T: Driver>(
         };
     }
     if ret != 0 {
-        // SAFETY: registration failed, so `dealloc_driver` will not run: drop the data here,
-        // then free the device as ib_core's unwind contract says (the handle's reference,
-        // dropped on return, releases the memory last).
+        // Registration failed, so `dealloc_driver` will not run: drop the data here, then free
+        // the device as ib_core's unwind contract says (the handle's reference, dropped on
+        // return, releases the memory last).
+        // SAFETY: nothing else can reach the data or the unregistered device any more.
         unsafe {
             core::ptr::drop_in_place(addr_of_mut!((*dev).data));
             bindings::ib_dealloc_device(ib.as_ptr());
