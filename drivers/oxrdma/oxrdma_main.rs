@@ -30,6 +30,7 @@ pub mod wire {
     pub mod opcode;
     pub mod packet;
     pub mod psn;
+    pub mod rc;
 }
 
 mod device;

@@ -30,3 +30,4 @@ pub mod link;
 pub mod opcode;
 pub mod packet;
 pub mod psn;
+pub mod rc;
