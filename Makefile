@@ -52,8 +52,11 @@ check: kernel
 vm-run: modules provider
 	@$(ROOT)/scripts/vm-run --variant $(VARIANT) $(if $(SCRIPT),$(abspath $(SCRIPT)),-- bash -c '$(CMD)')
 
+# With DESTDIR (packaging), depmod is left to the target system: the staging tree has no
+# kernel modules to resolve against.
 install: modules provider
-	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) $(if $(DESTDIR),INSTALL_MOD_PATH=$(DESTDIR)) modules_install
+	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) $(if $(DESTDIR),INSTALL_MOD_PATH=$(DESTDIR) DEPMOD=true) modules_install
+	$(ROOT)/userspace-provider/build.sh install $(DESTDIR)
 
 clean:
 	-$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) clean

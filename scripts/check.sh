@@ -68,6 +68,17 @@ if want lint || want kunit || want vm; then
 	fi
 fi
 if want lint; then
+	# make install into a staging directory puts the three files where the system looks.
+	stage=$(mktemp -d)
+	if make -s -C "$OX_ROOT" install DESTDIR="$stage" DEBUG=$([ "$variant" = debug ] && echo 1 || echo 0) >"$logs/install.log" 2>&1 \
+		&& [ -n "$(find "$stage/lib/modules" -path '*/updates/oxrdma.ko')" ] \
+		&& [ -n "$(find "$stage" -path '*/libibverbs/liboxrdma-rdmav34.so')" ] \
+		&& grep -qx 'driver oxrdma' "$stage/etc/libibverbs.d/oxrdma.driver"; then
+		ok "build: make install (module, provider, driver file)"
+	else
+		ko "build: make install" "see out/check/install.log"
+	fi
+	rm -rf "$stage"
 	kd=$(kernel_dir "$variant")/build
 	while IFS=$'\t' read -r res name detail; do
 		if [ "$res" = PASS ]; then ok "$name"; else ko "$name" "$detail"; fi
