@@ -16,6 +16,8 @@ pub mod ox;
 #[path = "../../rust/uapi/src"]
 pub mod uapi {
     pub mod abi;
+    pub mod queue;
+    pub mod ring;
     pub mod verbs;
 }
 

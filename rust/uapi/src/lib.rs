@@ -10,5 +10,6 @@
 #![deny(missing_docs)]
 
 pub mod abi;
+pub mod queue;
 pub mod ring;
 pub mod verbs;
