@@ -109,8 +109,9 @@ impl Driver for OxDevice {
             NodeKind::Roce => ROCE_MAX_OVERHEAD,
             NodeKind::Iwarp => 0,
         };
+        // Only `update_port_state` (the netdev notifier) records the state: a query in between
+        // must not swallow the event that change is due.
         let active = nd.is_up();
-        dev.port_active.store(active, Ordering::Release);
         Ok(PortAttrs {
             active,
             enabled: nd.is_running(),

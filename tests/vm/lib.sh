@@ -427,27 +427,22 @@ rdma_link_add() {
 	info "$type device $name on $netdev${ns:+ (netns $ns)}: port 1 ACTIVE"
 }
 
-rxe_add() {
-	[ -d /sys/module/rdma_rxe ] || expect_ok modprobe rdma_rxe
+# rxe_add/siw_add: load the reference driver's module, then rdma_link_add with its link type.
+_ox_ref_add() {
+	local module=$1 type=$2
+	shift 2
+	[ -d "/sys/module/$module" ] || expect_ok modprobe "$module"
 	local -a nsopt=()
 	if [ "${1:-}" = -n ]; then
 		nsopt=("$1" "$2")
 		shift 2
 	fi
-	[ $# = 2 ] || fail "usage: rxe_add [-n NS] NAME NETDEV"
-	rdma_link_add "${nsopt[@]}" "$1" rxe "$2"
+	[ $# = 2 ] || fail "usage: ${type}_add [-n NS] NAME NETDEV"
+	rdma_link_add "${nsopt[@]}" "$1" "$type" "$2"
 }
 
-siw_add() {
-	[ -d /sys/module/siw ] || expect_ok modprobe siw
-	local -a nsopt=()
-	if [ "${1:-}" = -n ]; then
-		nsopt=("$1" "$2")
-		shift 2
-	fi
-	[ $# = 2 ] || fail "usage: siw_add [-n NS] NAME NETDEV"
-	rdma_link_add "${nsopt[@]}" "$1" siw "$2"
-}
+rxe_add() { _ox_ref_add rdma_rxe rxe "$@"; }
+siw_add() { _ox_ref_add siw siw "$@"; }
 
 link_del() {
 	local -a nsx=()
