@@ -33,6 +33,77 @@ pub struct AllocPdResp {
     pub reserved: u32,
 }
 
+/// Where a shared ring lives in the mmap space of the uverbs command file: the provider maps
+/// `len` bytes at file offset `offset` (`mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
+/// cmd_fd, offset)`). Both are multiples of the page size. A zero `len` means "no ring" (the
+/// receive queue of a QP attached to an SRQ).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingMmap {
+    /// The `mmap` offset (a key the kernel made up, not a real file position).
+    pub offset: u64,
+    /// Bytes to map: header and slots, rounded up to whole pages.
+    pub len: u64,
+}
+
+/// Response to `CREATE_CQ` (libibverbs `ibv_cmd_create_cq`). The core response's `cqe` is
+/// `slots`: the ring holds that many completions.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateCqResp {
+    /// The completion ring (produced by the kernel, consumed by the process).
+    pub ring: RingMmap,
+    /// Number of slots, a power of two.
+    pub slots: u32,
+    /// Bytes per slot: [`super::queue::CQE_SIZE`].
+    pub slot_size: u32,
+}
+
+/// Response to `CREATE_QP` (libibverbs `ibv_cmd_create_qp`). The core response's `max_*`
+/// capabilities are the ones granted; the ring geometry is here.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateQpResp {
+    /// The send queue ring (produced by the process, consumed by the kernel).
+    pub sq: RingMmap,
+    /// The receive queue ring; `len == 0` when the QP takes receives from an SRQ.
+    pub rq: RingMmap,
+    /// Send ring slots, a power of two (at least `max_send_wr`).
+    pub sq_slots: u32,
+    /// Bytes per send slot ([`super::queue::send_slot_size`]).
+    pub sq_slot_size: u32,
+    /// Receive ring slots, a power of two; 0 with an SRQ.
+    pub rq_slots: u32,
+    /// Bytes per receive slot ([`super::queue::recv_slot_size`]); 0 with an SRQ.
+    pub rq_slot_size: u32,
+    /// The QP number (also in the core response).
+    pub qpn: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
+/// Response to `CREATE_SRQ` (libibverbs `ibv_cmd_create_srq`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateSrqResp {
+    /// The receive ring (produced by the process, consumed by the kernel).
+    pub ring: RingMmap,
+    /// Slots, a power of two (at least `max_wr`).
+    pub slots: u32,
+    /// Bytes per slot ([`super::queue::recv_slot_size`]).
+    pub slot_size: u32,
+}
+
+/// The doorbell: how the process tells the kernel that it published new send WQEs.
+///
+/// The provider writes a uverbs `POST_SEND` command with `wr_count = 0` and `sge_count = 0`
+/// (and `wqe_size = size_of::<ib_uverbs_send_wr>()`) to the command file; the kernel then
+/// reads the SQ ring. It rings only if the SQ ring's flags word does not have
+/// [`super::ring::RING_FLAG_KERNEL_BUSY`] after publishing the producer index with a
+/// sequentially consistent fence between the two: the kernel clears the flag, fences, and
+/// re-reads the producer index before it stops, so one of the two always sees the other.
+pub const DOORBELL_WR_COUNT: u32 = 0;
+
 /// A response structure as the kernel copies it to userspace: its native-endian bytes, in
 /// field order, exactly `size_of::<Self>()` long (the structures have no padding).
 pub trait Response: Copy {
@@ -63,6 +134,57 @@ impl Response for AllocPdResp {
     }
 }
 
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+fn put_ring(b: &mut [u8], at: usize, r: &RingMmap) {
+    put_u64(b, at, r.offset);
+    put_u64(b, at + 8, r.len);
+}
+
+impl Response for CreateCqResp {
+    type Bytes = [u8; 24];
+    fn to_bytes(&self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        put_ring(&mut b, 0, &self.ring);
+        put_u32(&mut b, 16, self.slots);
+        put_u32(&mut b, 20, self.slot_size);
+        b
+    }
+}
+
+impl Response for CreateQpResp {
+    type Bytes = [u8; 56];
+    fn to_bytes(&self) -> [u8; 56] {
+        let mut b = [0u8; 56];
+        put_ring(&mut b, 0, &self.sq);
+        put_ring(&mut b, 16, &self.rq);
+        put_u32(&mut b, 32, self.sq_slots);
+        put_u32(&mut b, 36, self.sq_slot_size);
+        put_u32(&mut b, 40, self.rq_slots);
+        put_u32(&mut b, 44, self.rq_slot_size);
+        put_u32(&mut b, 48, self.qpn);
+        put_u32(&mut b, 52, self.reserved);
+        b
+    }
+}
+
+impl Response for CreateSrqResp {
+    type Bytes = [u8; 24];
+    fn to_bytes(&self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        put_ring(&mut b, 0, &self.ring);
+        put_u32(&mut b, 16, self.slots);
+        put_u32(&mut b, 20, self.slot_size);
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,6 +197,40 @@ mod tests {
         assert_eq!(align_of::<AllocUcontextResp>(), 8);
         let p = AllocPdResp::default();
         assert_eq!(size_of::<AllocPdResp>(), p.to_bytes().as_ref().len());
+        assert_eq!(size_of::<CreateCqResp>(), 24);
+        assert_eq!(size_of::<CreateQpResp>(), 56);
+        assert_eq!(size_of::<CreateSrqResp>(), 24);
+    }
+
+    #[test]
+    fn create_qp_bytes_follow_field_order() {
+        let r = CreateQpResp {
+            sq: RingMmap {
+                offset: 0x1000,
+                len: 0x3000,
+            },
+            rq: RingMmap {
+                offset: 0x4000,
+                len: 0x2000,
+            },
+            sq_slots: 8,
+            sq_slot_size: 128,
+            rq_slots: 16,
+            rq_slot_size: 32,
+            qpn: 17,
+            reserved: 0,
+        };
+        let b = r.to_bytes();
+        let u64_at = |o: usize| u64::from_ne_bytes(b[o..o + 8].try_into().unwrap());
+        let u32_at = |o: usize| u32::from_ne_bytes(b[o..o + 4].try_into().unwrap());
+        assert_eq!(
+            (u64_at(0), u64_at(8), u64_at(16), u64_at(24)),
+            (0x1000, 0x3000, 0x4000, 0x2000)
+        );
+        assert_eq!(
+            (u32_at(32), u32_at(36), u32_at(40), u32_at(44), u32_at(48)),
+            (8, 128, 16, 32, 17)
+        );
     }
 
     #[test]
