@@ -4,6 +4,8 @@
 use crate::ox::rdma::device::{
     core_cap, Device, DeviceAttrs, Driver, NodeKind, PortAttrs, PortImmutable, Udata,
 };
+use crate::ox::rdma::umem::UserMem;
+use crate::ox::rdma::verbs::{CqInit, QpAttrs, QpCaps, QpInit, SrqAttrs, SrqInit, UserCtx};
 use crate::uapi::verbs::{self, Response};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -69,6 +71,41 @@ impl OxDevice {
 impl Driver for OxDevice {
     type Ucontext = ();
     type Pd = u32;
+    type Cq = ();
+    type Qp = ();
+    type Srq = ();
+    type Mr = ();
+
+    fn create_cq(_dev: &Device<Self>, _init: CqInit, _ctx: &mut UserCtx<'_>) -> Result<((), u32)> {
+        Err(EINVAL)
+    }
+    fn req_notify_cq(_cq: &(), _solicited_only: bool) -> Result<bool> {
+        Ok(false)
+    }
+    fn create_qp(_dev: &Device<Self>, _init: QpInit<'_, Self>, _ctx: &mut UserCtx<'_>) -> Result<((), u32, QpCaps)> {
+        Err(EINVAL)
+    }
+    fn modify_qp(_qp: &(), _attrs: &QpAttrs) -> Result {
+        Err(EINVAL)
+    }
+    fn query_qp(_qp: &()) -> Result<QpAttrs> {
+        Err(EINVAL)
+    }
+    fn doorbell(_qp: &()) -> Result {
+        Ok(())
+    }
+    fn create_srq(_dev: &Device<Self>, _init: SrqInit<'_, Self>, _ctx: &mut UserCtx<'_>) -> Result<((), SrqAttrs)> {
+        Err(EINVAL)
+    }
+    fn modify_srq(_srq: &(), _attrs: &SrqAttrs, _mask: u32) -> Result {
+        Err(EINVAL)
+    }
+    fn query_srq(_srq: &()) -> SrqAttrs {
+        SrqAttrs::default()
+    }
+    fn reg_user_mr(_dev: &Device<Self>, _pd: &u32, _mem: UserMem, _iova: u64, _access: u32) -> Result<((), u32, u32)> {
+        Err(EINVAL)
+    }
 
     fn query_device(_dev: &Device<Self>) -> DeviceAttrs {
         use limits::*;

@@ -28,6 +28,7 @@ pub mod wire {
     pub mod crc32c;
     pub mod headers;
     pub mod icrc;
+    pub mod ip;
     pub mod link;
     pub mod opcode;
     pub mod packet;

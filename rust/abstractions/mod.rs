@@ -15,3 +15,5 @@ pub mod kunit;
 pub mod net;
 pub mod rdma;
 pub mod sync;
+pub mod timer;
+pub mod workqueue;

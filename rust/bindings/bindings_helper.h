@@ -7,7 +7,12 @@
 #include <linux/crc32c.h>
 #include <linux/netdevice.h>
 #include <kunit/test.h>
+#include <linux/timer.h>
+#include <linux/vmalloc.h>
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 #include <rdma/rdma_netlink.h>
 
 #include "../helpers/helpers.h"
+#include "../helpers/rdma.h"

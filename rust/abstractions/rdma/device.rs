@@ -19,10 +19,12 @@
 
 use super::super::bindings;
 use super::super::net::{NetDevice, NetDeviceRef};
+use super::umem::UserMem;
+use super::verbs::{self, CqInit, QpAttrs, QpCaps, QpInit, SrqAttrs, SrqInit, UserCtx};
 use core::marker::PhantomData;
 use core::mem::{size_of, MaybeUninit};
 use core::ptr::{addr_of_mut, NonNull};
-use kernel::{error::code, init::PinInit, prelude::*, str::CStr, types::Opaque, ThisModule};
+use kernel::{init::PinInit, prelude::*, str::CStr, types::Opaque, ThisModule};
 
 /// What kind of RDMA device this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,6 +157,17 @@ pub struct Udata<'a> {
 }
 
 impl Udata<'_> {
+    /// # Safety
+    ///
+    /// `raw` is a valid `struct ib_udata` for the returned value's lifetime.
+    pub(crate) unsafe fn from_raw(raw: NonNull<bindings::ib_udata>) -> Self {
+        // INVARIANT: per the function's contract.
+        Self {
+            raw,
+            _lt: PhantomData,
+        }
+    }
+
     /// Copies `resp` to userspace, cut to the length the caller's buffer has (older
     /// providers with a shorter response structure keep working).
     pub fn respond(&mut self, resp: &[u8]) -> Result {
@@ -177,6 +190,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
     type Ucontext: Send + Sync;
     /// Protection domain data (`struct ib_pd`).
     type Pd: Send + Sync;
+    /// Completion queue data (`struct ib_cq`).
+    type Cq: Send + Sync;
+    /// Queue pair data (`struct ib_qp`).
+    type Qp: Send + Sync;
+    /// Shared receive queue data (`struct ib_srq`).
+    type Srq: Send + Sync;
+    /// Memory region data (`struct ib_mr`).
+    type Mr: Send + Sync;
 
     /// Device limits; queried once at registration.
     fn query_device(dev: &Device<Self>) -> DeviceAttrs;
@@ -194,6 +215,46 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn alloc_pd(dev: &Device<Self>, udata: Option<&mut Udata<'_>>) -> Result<Self::Pd>;
     /// Called once the device is unregistered, just before its data is dropped.
     fn unregistered(_dev: &Device<Self>) {}
+
+    /// A new user CQ; returns its data and the number of entries it holds.
+    fn create_cq(dev: &Device<Self>, init: CqInit, ctx: &mut UserCtx<'_>)
+        -> Result<(Self::Cq, u32)>;
+    /// The CQ is being destroyed (no QP uses it); its data is dropped next.
+    fn destroy_cq(_cq: &Self::Cq) {}
+    /// Arms the CQ's completion event for the next (or next solicited) completion. Returns
+    /// whether completions are already waiting.
+    fn req_notify_cq(cq: &Self::Cq, solicited_only: bool) -> Result<bool>;
+    /// A new user QP; returns its data, its number and the capacities granted.
+    fn create_qp(dev: &Device<Self>, init: QpInit<'_, Self>, ctx: &mut UserCtx<'_>)
+        -> Result<(Self::Qp, u32, QpCaps)>;
+    /// `modify_qp`.
+    fn modify_qp(qp: &Self::Qp, attrs: &QpAttrs) -> Result;
+    /// `query_qp`.
+    fn query_qp(qp: &Self::Qp) -> Result<QpAttrs>;
+    /// The QP is being destroyed; its data is dropped next.
+    fn destroy_qp(_qp: &Self::Qp) {}
+    /// The process published send WQEs in the QP's ring.
+    fn doorbell(qp: &Self::Qp) -> Result;
+    /// A new user SRQ; returns its data and the attributes granted.
+    fn create_srq(dev: &Device<Self>, init: SrqInit<'_, Self>, ctx: &mut UserCtx<'_>)
+        -> Result<(Self::Srq, SrqAttrs)>;
+    /// `modify_srq` with the `IB_SRQ_*` bits of `mask`.
+    fn modify_srq(srq: &Self::Srq, attrs: &SrqAttrs, mask: u32) -> Result;
+    /// `query_srq`.
+    fn query_srq(srq: &Self::Srq) -> SrqAttrs;
+    /// The SRQ is being destroyed (no QP uses it); its data is dropped next.
+    fn destroy_srq(_srq: &Self::Srq) {}
+    /// Registers pinned user memory mapped at `iova` with `IB_ACCESS_*` rights `access`.
+    /// Returns the MR's data, L_Key and R_Key.
+    fn reg_user_mr(
+        dev: &Device<Self>,
+        pd: &Self::Pd,
+        mem: UserMem,
+        iova: u64,
+        access: u32,
+    ) -> Result<(Self::Mr, u32, u32)>;
+    /// The MR is being deregistered; its data is dropped next.
+    fn dereg_mr(_mr: &Self::Mr) {}
 }
 
 /// An RDMA device: `struct ib_device` followed by the driver's data.
@@ -222,7 +283,7 @@ impl<T: Driver> Device<T> {
     ///
     /// `ib` must be the `ib_device` of a `Device<T>` whose data is initialised and stays so for
     /// `'a` (a callback on a registered device, or a registration reference held).
-    unsafe fn from_ib<'a>(ib: *mut bindings::ib_device) -> &'a Self {
+    pub(crate) unsafe fn from_ib<'a>(ib: *mut bindings::ib_device) -> &'a Self {
         // SAFETY: `ib` is at offset 0 of a `Device<T>` (type invariant, caller guarantee).
         unsafe { &*ib.cast::<Self>() }
     }
@@ -450,6 +511,14 @@ struct PdObj<T: Driver> {
     data: MaybeUninit<T::Pd>,
 }
 
+/// # Safety
+///
+/// `pd` is a live `PdObj<T>` whose allocation succeeded.
+pub(crate) unsafe fn pd_data<'a, T: Driver>(pd: *mut bindings::ib_pd) -> &'a T::Pd {
+    // SAFETY: function contract: `data` is initialised until `dealloc_pd`.
+    unsafe { (*pd.cast::<PdObj<T>>()).data.assume_init_ref() }
+}
+
 fn ops_table<T: Driver>(module: &'static ThisModule, abi: u32) -> bindings::ib_device_ops {
     const {
         // ib_core allocates driver objects with kzalloc, which aligns to 8 bytes.
@@ -473,23 +542,31 @@ fn ops_table<T: Driver>(module: &'static ThisModule, abi: u32) -> bindings::ib_d
         dealloc_ucontext: Some(dealloc_ucontext::<T>),
         alloc_pd: Some(alloc_pd::<T>),
         dealloc_pd: Some(dealloc_pd::<T>),
-        // Mandatory for registration; the data path that implements them comes next.
-        create_qp: Some(unsupported::create_qp),
-        modify_qp: Some(unsupported::modify_qp),
-        destroy_qp: Some(unsupported::destroy_qp),
-        post_send: Some(unsupported::post_send),
-        post_recv: Some(unsupported::post_recv),
-        create_cq: Some(unsupported::create_cq),
-        destroy_cq: Some(unsupported::destroy_cq),
-        poll_cq: Some(unsupported::poll_cq),
-        req_notify_cq: Some(unsupported::req_notify_cq),
-        get_dma_mr: Some(unsupported::get_dma_mr),
-        reg_user_mr: Some(unsupported::reg_user_mr),
-        dereg_mr: Some(unsupported::dereg_mr),
+        create_qp: Some(verbs::create_qp::<T>),
+        modify_qp: Some(verbs::modify_qp::<T>),
+        query_qp: Some(verbs::query_qp::<T>),
+        destroy_qp: Some(verbs::destroy_qp::<T>),
+        post_send: Some(verbs::post_send::<T>),
+        post_recv: Some(verbs::post_recv),
+        create_cq: Some(verbs::create_cq::<T>),
+        destroy_cq: Some(verbs::destroy_cq::<T>),
+        poll_cq: Some(verbs::poll_cq),
+        req_notify_cq: Some(verbs::req_notify_cq::<T>),
+        create_srq: Some(verbs::create_srq::<T>),
+        modify_srq: Some(verbs::modify_srq::<T>),
+        query_srq: Some(verbs::query_srq::<T>),
+        destroy_srq: Some(verbs::destroy_srq::<T>),
+        post_srq_recv: Some(verbs::post_srq_recv),
+        get_dma_mr: Some(verbs::get_dma_mr),
+        reg_user_mr: Some(verbs::reg_user_mr::<T>),
+        dereg_mr: Some(verbs::dereg_mr::<T>),
+        mmap: Some(super::mmap::mmap),
+        mmap_free: Some(super::mmap::mmap_free),
         size_ib_ucontext: size_of::<UcontextObj<T>>(),
         size_ib_pd: size_of::<PdObj<T>>(),
-        size_ib_cq: size_of::<bindings::ib_cq>(),
-        size_ib_qp: size_of::<bindings::ib_qp>(),
+        size_ib_cq: verbs::object_sizes::<T>().0,
+        size_ib_qp: verbs::object_sizes::<T>().1,
+        size_ib_srq: verbs::object_sizes::<T>().2,
         ..Default::default()
     }
 }
@@ -749,102 +826,6 @@ unsafe extern "C" fn dealloc_pd<T: Driver>(
     // SAFETY: `alloc_pd` succeeded for this object, so `data` is initialised; released once.
     unsafe { (*pd.cast::<PdObj<T>>()).data.assume_init_drop() };
     0
-}
-
-/// Mandatory verbs the data path does not provide yet: they fail with `-EOPNOTSUPP`.
-mod unsupported {
-    use super::bindings;
-    use super::code;
-    use kernel::ffi::c_int;
-
-    fn e() -> c_int {
-        super::super::super::error::code::eopnotsupp().to_errno()
-    }
-    fn e_ptr() -> *mut bindings::ib_mr {
-        // SAFETY: builds an error pointer; no memory is accessed.
-        unsafe { bindings::oxrdma_err_ptr(e() as kernel::ffi::c_long) }.cast()
-    }
-    // The signatures are ib_core's; nothing is dereferenced, so the functions are safe.
-    pub(super) extern "C" fn create_qp(
-        _: *mut bindings::ib_qp,
-        _: *mut bindings::ib_qp_init_attr,
-        _: *mut bindings::ib_udata,
-    ) -> c_int {
-        e()
-    }
-    pub(super) extern "C" fn modify_qp(
-        _: *mut bindings::ib_qp,
-        _: *mut bindings::ib_qp_attr,
-        _: c_int,
-        _: *mut bindings::ib_udata,
-    ) -> c_int {
-        e()
-    }
-    pub(super) extern "C" fn destroy_qp(
-        _: *mut bindings::ib_qp,
-        _: *mut bindings::ib_udata,
-    ) -> c_int {
-        0
-    }
-    pub(super) extern "C" fn post_send(
-        _: *mut bindings::ib_qp,
-        _: *const bindings::ib_send_wr,
-        _: *mut *const bindings::ib_send_wr,
-    ) -> c_int {
-        e()
-    }
-    pub(super) extern "C" fn post_recv(
-        _: *mut bindings::ib_qp,
-        _: *const bindings::ib_recv_wr,
-        _: *mut *const bindings::ib_recv_wr,
-    ) -> c_int {
-        e()
-    }
-    pub(super) extern "C" fn create_cq(
-        _: *mut bindings::ib_cq,
-        _: *const bindings::ib_cq_init_attr,
-        _: *mut bindings::uverbs_attr_bundle,
-    ) -> c_int {
-        e()
-    }
-    pub(super) extern "C" fn destroy_cq(
-        _: *mut bindings::ib_cq,
-        _: *mut bindings::ib_udata,
-    ) -> c_int {
-        0
-    }
-    pub(super) extern "C" fn poll_cq(
-        _: *mut bindings::ib_cq,
-        _: c_int,
-        _: *mut bindings::ib_wc,
-    ) -> c_int {
-        code::EINVAL.to_errno()
-    }
-    pub(super) extern "C" fn req_notify_cq(
-        _: *mut bindings::ib_cq,
-        _: bindings::ib_cq_notify_flags,
-    ) -> c_int {
-        code::EINVAL.to_errno()
-    }
-    pub(super) extern "C" fn get_dma_mr(_: *mut bindings::ib_pd, _: c_int) -> *mut bindings::ib_mr {
-        e_ptr()
-    }
-    pub(super) extern "C" fn reg_user_mr(
-        _: *mut bindings::ib_pd,
-        _: u64,
-        _: u64,
-        _: u64,
-        _: c_int,
-        _: *mut bindings::ib_udata,
-    ) -> *mut bindings::ib_mr {
-        e_ptr()
-    }
-    pub(super) extern "C" fn dereg_mr(
-        _: *mut bindings::ib_mr,
-        _: *mut bindings::ib_udata,
-    ) -> c_int {
-        0
-    }
 }
 
 // ---- sysfs: hca_type -------------------------------------------------------------------------

@@ -3,3 +3,6 @@
 
 pub mod device;
 pub mod link;
+pub mod mmap;
+pub mod umem;
+pub mod verbs;

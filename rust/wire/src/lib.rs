@@ -26,6 +26,7 @@ pub mod crc32;
 pub mod crc32c;
 pub mod headers;
 pub mod icrc;
+pub mod ip;
 pub mod link;
 pub mod opcode;
 pub mod packet;

@@ -1,0 +1,257 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Memory shared with a process through `mmap` of the uverbs file: the queue rings.
+//!
+//! C: `rdma_user_mmap_entry_*` in `include/rdma/ib_verbs.h`, `vmalloc_user`.
+//!
+//! # Lifetimes
+//!
+//! A ring's memory ([`RingBuf`], `vmalloc_user`) is reference counted: the driver holds
+//! [`Arc<RingBuf>`]s and the mmap entry holds one more until ib_core releases the entry
+//! (`mmap_free`, after the object's destruction *and* the process's last `munmap`). So the
+//! kernel never writes to freed memory and the process never maps freed memory.
+//!
+//! The entry itself ([`MmapReg`]) is bound to the user context. It is owned by the object
+//! glue of [`super::verbs`], which removes it when the object (CQ, QP, SRQ) is destroyed, which
+//! uverbs does before it frees the context.
+//!
+//! # The process is hostile
+//!
+//! The process can write any byte of a ring at any time. [`RingBuf`] gives only copies and
+//! single atomic loads/stores; the driver validates what it reads (rust/uapi `RingView`).
+
+use super::super::bindings;
+use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KBox},
+    page::{PAGE_SHIFT, PAGE_SIZE},
+    prelude::*,
+    sync::Arc,
+};
+
+/// Zeroed kernel memory that a process may map.
+///
+/// # Invariants
+///
+/// `buf` is a `vmalloc_user` allocation of `len` bytes (a multiple of `PAGE_SIZE`), owned by
+/// this value; `len >= 4`.
+pub struct RingBuf {
+    buf: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: plain memory, accessed only by copies and atomics.
+unsafe impl Send for RingBuf {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for RingBuf {}
+
+impl RingBuf {
+    fn new(len: usize) -> Result<Arc<Self>> {
+        let len = len.checked_add(PAGE_SIZE - 1).ok_or(EINVAL)? & !(PAGE_SIZE - 1);
+        if len == 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: plain allocation, zeroed by vmalloc_user.
+        let buf = NonNull::new(unsafe { bindings::oxrdma_vmalloc_user(len) }.cast::<u8>()).ok_or(ENOMEM)?;
+        // INVARIANT: a fresh vmalloc_user allocation of `len` bytes.
+        let this = Self { buf, len };
+        Ok(Arc::new(this, GFP_KERNEL)?)
+    }
+
+    /// Length in bytes (whole pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty (never).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    fn atomic(&self, off: usize) -> Option<&AtomicU32> {
+        if off % 4 != 0 || off.checked_add(4)? > self.len {
+            return None;
+        }
+        // SAFETY: in bounds and 4-aligned (vmalloc memory is page aligned); the memory is
+        // only ever accessed atomically at this offset by the kernel, and a process's writes are
+        // plain stores of whole aligned words.
+        Some(unsafe { AtomicU32::from_ptr(self.buf.as_ptr().add(off).cast()) })
+    }
+
+    /// `smp_load_acquire` of the u32 at `off`; 0 if `off` is out of bounds or misaligned.
+    pub fn load_acquire(&self, off: usize) -> u32 {
+        self.atomic(off).map_or(0, |a| a.load(Ordering::Acquire))
+    }
+
+    /// `smp_store_release` of `v` to the u32 at `off`; nothing if out of bounds/misaligned.
+    pub fn store_release(&self, off: usize, v: u32) {
+        if let Some(a) = self.atomic(off) {
+            a.store(v, Ordering::Release)
+        }
+    }
+
+    /// Atomic OR into the u32 at `off`, sequentially consistent (a full barrier).
+    pub fn fetch_or(&self, off: usize, v: u32) -> u32 {
+        self.atomic(off).map_or(0, |a| a.fetch_or(v, Ordering::SeqCst))
+    }
+
+    /// Atomic AND-NOT of the u32 at `off`, sequentially consistent (a full barrier).
+    pub fn fetch_clear(&self, off: usize, v: u32) -> u32 {
+        self.atomic(off).map_or(0, |a| a.fetch_and(!v, Ordering::SeqCst))
+    }
+
+    /// Copies `dst.len()` bytes from offset `off`; `EINVAL` if out of bounds.
+    pub fn read(&self, off: usize, dst: &mut [u8]) -> Result {
+        if off.checked_add(dst.len()).is_none_or(|e| e > self.len) {
+            return Err(EINVAL);
+        }
+        // SAFETY: bounds checked above; the process may write concurrently, which the C copy
+        // tolerates (the result is validated as a copy).
+        unsafe {
+            bindings::oxrdma_copy_shared(
+                dst.as_mut_ptr().cast(),
+                self.buf.as_ptr().add(off).cast(),
+                dst.len(),
+            )
+        };
+        Ok(())
+    }
+
+    /// Copies `src` to offset `off`; `EINVAL` if out of bounds.
+    pub fn write(&self, off: usize, src: &[u8]) -> Result {
+        if off.checked_add(src.len()).is_none_or(|e| e > self.len) {
+            return Err(EINVAL);
+        }
+        // SAFETY: bounds checked above; see `read`.
+        unsafe {
+            bindings::oxrdma_copy_shared(
+                self.buf.as_ptr().add(off).cast(),
+                src.as_ptr().cast(),
+                src.len(),
+            )
+        };
+        Ok(())
+    }
+}
+
+impl Drop for RingBuf {
+    fn drop(&mut self) {
+        // SAFETY: owned allocation (type invariant); no mapping or reference remains (the mmap
+        // entry holds an `Arc` until ib_core's `mmap_free`).
+        unsafe { bindings::vfree(self.buf.as_ptr().cast()) };
+    }
+}
+
+/// The mmap entry ib_core keeps in the context's table.
+///
+/// # Invariants
+///
+/// `rdma` is at offset 0; `ring` comes from `Arc::into_raw` and is released in `mmap_free`.
+#[repr(C)]
+struct Entry {
+    rdma: bindings::rdma_user_mmap_entry,
+    ring: *const RingBuf,
+}
+
+/// An mmap entry registered with a user context.
+///
+/// # Invariants
+///
+/// `entry` was inserted into a live user context's table and not yet removed.
+pub(crate) struct MmapReg {
+    entry: NonNull<Entry>,
+}
+
+impl MmapReg {
+    /// Allocates a ring of at least `len` bytes and makes it mappable by the process of
+    /// `uctx`. Returns the ring, its mmap registration and the mmap offset.
+    ///
+    /// # Safety
+    ///
+    /// `uctx` must be a live user context, and the returned registration must be dropped
+    /// before the context is freed.
+    pub(crate) unsafe fn new(
+        uctx: *mut bindings::ib_ucontext,
+        len: usize,
+    ) -> Result<(Arc<RingBuf>, Self, u64)> {
+        let ring = RingBuf::new(len)?;
+        let len = ring.len();
+        let entry = KBox::new(
+            Entry {
+                rdma: Default::default(),
+                ring: Arc::into_raw(ring.clone()),
+            },
+            GFP_KERNEL,
+        );
+        let entry = match entry {
+            Ok(e) => KBox::into_raw(e),
+            Err(e) => return Err(e.into()),
+        };
+        // SAFETY: `uctx` is live (contract); `entry` is a fresh, zeroed entry that ib_core
+        // keeps until `mmap_free`.
+        let ret = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, entry.cast(), len) };
+        if ret != 0 {
+            // SAFETY: not inserted: still ours; releases the `Arc` and the box.
+            unsafe {
+                drop(Arc::from_raw((*entry).ring));
+                drop(KBox::from_raw(entry));
+            }
+            return Err(Error::from_errno(ret));
+        }
+        // SAFETY: inserted; `start_pgoff` is set by the insertion and stays constant.
+        let offset = unsafe { (*entry).rdma.start_pgoff } << PAGE_SHIFT;
+        // INVARIANT: just inserted.
+        let reg = Self {
+            // SAFETY: `KBox::into_raw` never returns NULL.
+            entry: unsafe { NonNull::new_unchecked(entry) },
+        };
+        Ok((ring, reg, offset as u64))
+    }
+}
+
+impl Drop for MmapReg {
+    fn drop(&mut self) {
+        // SAFETY: inserted and not removed (type invariant); the context is live (contract of
+        // `new`). ib_core calls `mmap_free` once the process has unmapped it too.
+        unsafe { bindings::rdma_user_mmap_entry_remove(self.entry.as_ptr().cast()) };
+    }
+}
+
+/// The `mmap` op: maps the ring registered at the VMA's offset.
+///
+/// # Safety
+///
+/// Called by ib_core with a live user context and the VMA being set up.
+pub(crate) unsafe extern "C" fn mmap(
+    uctx: *mut bindings::ib_ucontext,
+    vma: *mut bindings::vm_area_struct,
+) -> kernel::ffi::c_int {
+    // SAFETY: arguments valid (function contract); returns a referenced entry whose length
+    // matches the VMA's, or NULL.
+    let e = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
+    if e.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: every entry oxrdma inserts is an `Entry` (offset 0); the reference taken above
+    // keeps it and its ring alive.
+    let ring = unsafe { &*(*e.cast::<Entry>()).ring };
+    // SAFETY: `ring.buf` is a vmalloc_user area of `ring.len` bytes, which the entry's length
+    // check made equal to the VMA's length.
+    let ret = unsafe { bindings::remap_vmalloc_range(vma, ring.buf.as_ptr().cast(), 0) };
+    // SAFETY: drops the reference taken above.
+    unsafe { bindings::rdma_user_mmap_entry_put(e) };
+    ret
+}
+
+/// The `mmap_free` op: the entry's last reference is gone.
+///
+/// # Safety
+///
+/// Called by ib_core once per entry oxrdma inserted.
+pub(crate) unsafe extern "C" fn mmap_free(e: *mut bindings::rdma_user_mmap_entry) {
+    // SAFETY: an `Entry` made by `KBox::into_raw` in `MmapReg::new` (type invariant), freed
+    // only here.
+    let entry = unsafe { KBox::from_raw(e.cast::<Entry>()) };
+    // SAFETY: the `Arc` reference the entry held.
+    drop(unsafe { Arc::from_raw(entry.ring) });
+}

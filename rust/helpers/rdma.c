@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C helpers for the verbs objects of oxrdma's Rust abstraction layer (rust/abstractions/rdma):
+ * static inline functions and macros around user memory, uverbs and timers. Thin wrappers;
+ * the safety contract of each is the wrapped one's.
+ */
+#include <linux/highmem.h>
+#include <linux/jiffies.h>
+#include <linux/scatterlist.h>
+#include <linux/timer.h>
+#include <linux/vmalloc.h>
+#include <linux/workqueue.h>
+#include <rdma/ib_umem.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
+
+#include "rdma.h"
+
+struct ib_ucontext *oxrdma_udata_ucontext(struct ib_udata *udata)
+{
+	return rdma_udata_to_uverbs_attr_bundle(udata)->context;
+}
+
+struct ib_udata *oxrdma_attrs_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
+}
+
+size_t oxrdma_umem_num_pages(struct ib_umem *umem)
+{
+	return ib_umem_num_pages(umem);
+}
+
+size_t oxrdma_umem_offset(struct ib_umem *umem)
+{
+	return ib_umem_offset(umem);
+}
+
+/* Fills pages[0..max) with the umem's pages in order; returns how many there are. */
+size_t oxrdma_umem_pages(struct ib_umem *umem, struct page **pages, size_t max)
+{
+	struct sg_page_iter it;
+	size_t n = 0;
+
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, 0) {
+		if (n < max)
+			pages[n] = sg_page_iter_page(&it);
+		n++;
+	}
+	return n;
+}
+
+void oxrdma_page_read(struct page *page, size_t off, void *dst, size_t len)
+{
+	memcpy_from_page(dst, page, off, len);
+}
+
+void oxrdma_page_write(struct page *page, size_t off, const void *src, size_t len)
+{
+	memcpy_to_page(page, off, src, len);
+}
+
+u64 oxrdma_page_cmpxchg64(struct page *page, size_t off, u64 cmp, u64 swap)
+{
+	u64 *va = kmap_local_page(page) + off;
+	u64 old = cmpxchg64(va, cmp, swap);
+
+	kunmap_local(va);
+	return old;
+}
+
+u64 oxrdma_page_fetch_add64(struct page *page, size_t off, u64 add)
+{
+	atomic64_t *va = kmap_local_page(page) + off;
+	u64 old = atomic64_fetch_add(add, va);
+
+	kunmap_local(va);
+	return old;
+}
+
+/* Copies memory another context (a process) may write concurrently. */
+void oxrdma_copy_shared(void *dst, const void *src, size_t len)
+{
+	memcpy(dst, src, len);
+}
+
+void oxrdma_timer_setup(struct timer_list *timer, void (*fn)(struct timer_list *))
+{
+	timer_setup(timer, fn, 0);
+}
+
+unsigned long oxrdma_jiffies_after_us(u64 us)
+{
+	return jiffies + usecs_to_jiffies(us) + 1;
+}
+
+u64 oxrdma_now_us(void)
+{
+	return div_u64(ktime_get_ns(), NSEC_PER_USEC);
+}
+
+void *oxrdma_vmalloc_user(size_t len)
+{
+	return vmalloc_user(len);
+}
+
+struct workqueue_struct *oxrdma_alloc_workqueue(const char *name)
+{
+	return alloc_workqueue("%s", WQ_UNBOUND | WQ_MEM_RECLAIM, 0, name);
+}
