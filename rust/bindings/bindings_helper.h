@@ -6,8 +6,13 @@
 #include <linux/crc32.h>
 #include <linux/crc32c.h>
 #include <linux/netdevice.h>
+#include <linux/skbuff.h>
+#include <net/dst.h>
+#include <net/net_namespace.h>
+#include <net/udp_tunnel.h>
 #include <kunit/test.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_netlink.h>
 
 #include "../helpers/helpers.h"
+#include "../helpers/net.h"
