@@ -14,4 +14,6 @@ pub mod error;
 pub mod kunit;
 pub mod net;
 pub mod rdma;
+pub mod route;
+pub mod skb;
 pub mod sync;
