@@ -17,3 +17,4 @@ pub mod rdma;
 pub mod route;
 pub mod skb;
 pub mod sync;
+pub mod udp_tunnel;
