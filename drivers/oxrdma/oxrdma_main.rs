@@ -52,17 +52,23 @@ module! {
 
 struct OxRdma {
     links: Option<link::Links>,
+    tunnels: Option<ox::udp_tunnel::TunnelRegistration>,
 }
 
 impl kernel::Module for OxRdma {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        // Before any device: RoCE v2 receive sockets need the per-namespace exit hook.
+        let tunnels = ox::udp_tunnel::TunnelRegistration::register()?;
         let links = link::Links::register()?;
         pr_info!(
             "oxrdma {} loaded (uAPI version {})\n",
             uapi::abi::OXRDMA_VERSION,
             uapi::abi::OXRDMA_ABI_VERSION
         );
-        Ok(OxRdma { links: Some(links) })
+        Ok(OxRdma {
+            links: Some(links),
+            tunnels: Some(tunnels),
+        })
     }
 }
 
@@ -71,6 +77,8 @@ impl Drop for OxRdma {
         // First stop new devices and netdev events, then remove this module's devices.
         drop(self.links.take());
         link::remove_all();
+        // Closes whatever tunnel is still open.
+        drop(self.tunnels.take());
         pr_info!("oxrdma unloaded\n");
     }
 }

@@ -13,6 +13,8 @@ use crate::wire::link::{ib_mtu_for_link, IB_MTUS, ROCE_MAX_OVERHEAD};
 use crate::wire::{crc32::crc32, crc32c::crc32c, psn::Psn};
 use crate::wire::{icrc, opcode::Opcode, packet};
 
+mod net;
+
 /// A deterministic, non-trivial test pattern.
 fn pattern(buf: &mut [u8], seed: u32) {
     let mut x = seed | 1;

@@ -22,5 +22,8 @@ pub mod code {
         eopnotsupp => EOPNOTSUPP,
         eafnosupport => EAFNOSUPPORT,
         enetdown => ENETDOWN,
+        enobufs => ENOBUFS,
+        ehostunreach => EHOSTUNREACH,
+        eaddrinuse => EADDRINUSE,
     );
 }

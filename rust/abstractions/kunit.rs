@@ -187,3 +187,10 @@ macro_rules! kunit_suite {
         }
     };
 }
+
+/// Sleeps for at least `ms` milliseconds (`msleep`): for cases that wait for softirq work.
+/// Process context only.
+pub fn msleep(ms: u32) {
+    // SAFETY: `msleep` only sleeps; test cases run in process context (a KUnit kthread).
+    unsafe { bindings::msleep(ms) };
+}

@@ -35,6 +35,13 @@ impl NetDeviceRef<'_> {
         self.ptr.as_ptr()
     }
 
+    /// The space to reserve before the network header for this device's link-layer header
+    /// (`LL_RESERVED_SPACE`).
+    pub fn ll_reserved_space(&self) -> usize {
+        // SAFETY: `self.ptr` is valid (type invariant); the helper reads two lengths.
+        unsafe { bindings::oxrdma_ll_reserved_space(self.ptr.as_ptr()) as usize }
+    }
+
     /// The interface name (`eth0`, `veth0`).
     pub fn name(&self) -> &CStr {
         // SAFETY: `self.ptr` is valid (type invariant); `netdev_name` returns a NUL-terminated
@@ -122,6 +129,48 @@ impl NetDevice {
     pub fn borrow(&self) -> NetDeviceRef<'_> {
         // SAFETY: the reference this value owns keeps the device valid while borrowed.
         unsafe { NetDeviceRef::from_raw(self.ptr) }
+    }
+}
+
+impl NetDevice {
+    /// Looks a device up by interface name in namespace `ns` (`dev_get_by_name`); `ENODEV` if
+    /// there is none. Process or softirq context.
+    pub fn get_by_name(ns: &NetNs, name: &CStr) -> Result<NetDevice> {
+        // SAFETY: `ns` is a live namespace for the borrow (type invariant of `NetNs`); `name`
+        // is NUL-terminated. `dev_get_by_name` returns a held device or NULL.
+        let ptr = unsafe { bindings::dev_get_by_name(ns.as_ptr(), name.as_char_ptr()) };
+        let ptr = NonNull::new(ptr).ok_or(ENODEV)?;
+        // SAFETY: `dev_get_by_name` took the reference that moves into the value.
+        Ok(unsafe { NetDevice::from_owned(ptr) })
+    }
+}
+
+/// A network namespace (`struct net`).
+///
+/// # Invariants
+///
+/// A `&NetNs` is only created for a namespace that stays alive (not dismantled) for the
+/// borrow: so far only the initial namespace, which is never dismantled.
+#[repr(transparent)]
+pub struct NetNs(Opaque<bindings::net>);
+
+impl NetNs {
+    /// The initial network namespace (`init_net`).
+    pub fn init_net() -> &'static NetNs {
+        // SAFETY: `init_net` is a static that lives as long as the kernel and is never
+        // dismantled; `NetNs` is a transparent wrapper of `Opaque<struct net>`, which allows
+        // any content and shared mutation by C.
+        unsafe { &*(&raw mut bindings::init_net).cast::<NetNs>() }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut bindings::net {
+        self.0.get()
+    }
+
+    /// An identity for comparisons (never dereferenced); equals
+    /// [`super::udp_tunnel::TunnelRef::net_id`] for tunnels of this namespace.
+    pub fn id(&self) -> usize {
+        self.as_ptr() as usize
     }
 }
 

@@ -6,6 +6,10 @@
 #include <linux/crc32.h>
 #include <linux/crc32c.h>
 #include <linux/netdevice.h>
+#include <linux/skbuff.h>
+#include <net/dst.h>
+#include <net/net_namespace.h>
+#include <net/udp_tunnel.h>
 #include <kunit/test.h>
 #include <linux/timer.h>
 #include <linux/vmalloc.h>
@@ -16,3 +20,4 @@
 
 #include "../helpers/helpers.h"
 #include "../helpers/rdma.h"
+#include "../helpers/net.h"

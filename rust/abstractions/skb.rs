@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Socket buffers (`struct sk_buff`) for RoCE v2 packet I/O.
+//!
+//! * [`Skb`]: a packet being built for transmission. The driver writes the *whole* IP packet
+//!   (IPv4 or IPv6 header, UDP header, IBA headers, payload, ICRC) into [`Skb::data_mut`]: the
+//!   RoCE ICRC covers IP header fields (IPv4 identification and total length, IPv6 payload
+//!   length), so the IP stack must not build the header. [`Skb::xmit`] hands it to
+//!   `ip_local_out`/`ip6_local_out` along a [`Route`].
+//! * [`RxSkb`]: a received packet, as the UDP tunnel socket delivers it (see
+//!   [`super::udp_tunnel`]): linear, with the IP packet exactly as received.
+//! * [`SkbQueue`]: a locked queue (`struct sk_buff_head`) to pass packets between contexts,
+//!   e.g. from the receive softirq to a work item.
+//!
+//! Ownership: each value owns its `sk_buff`; dropping one frees it as *consumed*
+//! (`consume_skb`); [`Skb::discard`]/[`RxSkb::discard`] free it as *dropped* (`kfree_skb`,
+//! visible to drop monitors). Every function here may be called from any context (process,
+//! softirq, hard IRQ with the exception of [`Skb::xmit`], which needs process or softirq
+//! context, like `ip_local_out`).
+
+use super::bindings;
+use super::error::code;
+use super::net::NetDeviceRef;
+use super::route::Route;
+use core::marker::PhantomData;
+use core::ptr::NonNull;
+use kernel::{prelude::*, types::Opaque};
+
+/// `ETH_P_IPV6` in network byte order, as `skb->protocol` holds it.
+const ETH_P_IPV6_BE: u16 = (bindings::ETH_P_IPV6 as u16).to_be();
+
+/// Takes ownership of a `struct sk_buff` (implemented by [`Skb`] and [`RxSkb`]), so that
+/// [`SkbQueue`] can hold either kind. Sealed: only this layer implements it.
+pub trait OwnedSkb: Send + private::Sealed {
+    #[doc(hidden)]
+    fn into_raw(self) -> *mut bindings::sk_buff;
+    /// # Safety
+    ///
+    /// `skb` must come from `into_raw` of the same type, and ownership moves back.
+    #[doc(hidden)]
+    unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self;
+}
+
+mod private {
+    pub trait Sealed {}
+}
+
+/// An owned packet being built for transmission.
+///
+/// # Invariants
+///
+/// `ptr` is a valid `sk_buff` owned by this value (nobody else references it): linear, its
+/// network header at `data`, and `data[..len]` initialised (zeroed at allocation).
+pub struct Skb {
+    ptr: NonNull<bindings::sk_buff>,
+}
+
+// SAFETY: an skb that nobody else references may be used and freed on any CPU.
+unsafe impl Send for Skb {}
+// SAFETY: `&self` methods only read the packet bytes, which `&mut self` methods alone change.
+unsafe impl Sync for Skb {}
+
+impl Skb {
+    /// Allocates (`GFP_ATOMIC`, any context) a linear skb for an IP packet of `ip_packet_len`
+    /// bytes to be sent through `dev`: `LL_RESERVED_SPACE(dev)` bytes of headroom for the
+    /// link-layer header, then `ip_packet_len` zeroed bytes starting at the network header.
+    pub fn alloc_tx(dev: &NetDeviceRef<'_>, ip_packet_len: usize) -> Result<Skb> {
+        let headroom = dev.ll_reserved_space();
+        // The skb's sizes are `unsigned int`; refuse what would not fit (never a real packet).
+        let len = u32::try_from(ip_packet_len).map_err(|_| EINVAL)?;
+        let total = u32::try_from(headroom + ip_packet_len).map_err(|_| EINVAL)?;
+        // SAFETY: plain allocation; `GFP_ATOMIC` is allowed in any context.
+        let ptr = unsafe { bindings::oxrdma_alloc_skb_atomic(total) };
+        let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
+        // SAFETY: `ptr` is a fresh, empty skb with `total` bytes of tailroom: reserving
+        // `headroom` and then putting `len` bytes stays inside it.
+        unsafe {
+            bindings::oxrdma_skb_reserve(ptr.as_ptr(), headroom as u32);
+            bindings::oxrdma_skb_put_zero(ptr.as_ptr(), len);
+            bindings::oxrdma_skb_reset_network_header(ptr.as_ptr());
+        }
+        // INVARIANT: owned, linear, network header at `data`, `len` zeroed bytes.
+        Ok(Skb { ptr })
+    }
+
+    /// The packet length in bytes (the IP packet, from the network header).
+    pub fn len(&self) -> usize {
+        // SAFETY: `self.ptr` is a valid skb (type invariant).
+        unsafe { bindings::oxrdma_skb_len(self.ptr.as_ptr()) as usize }
+    }
+
+    /// Whether the packet is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The packet bytes, from the network header on.
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: the skb is linear and owned, so `data[..len]` is initialised memory that
+        // only this value accesses (type invariant); `&self` prevents writes for the borrow.
+        unsafe {
+            core::slice::from_raw_parts(bindings::oxrdma_skb_data(self.ptr.as_ptr()), self.len())
+        }
+    }
+
+    /// The packet bytes, for the driver to write the whole IP packet.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        let len = self.len();
+        // SAFETY: as in `data`; `&mut self` makes this the only access for the borrow.
+        unsafe {
+            core::slice::from_raw_parts_mut(bindings::oxrdma_skb_data(self.ptr.as_ptr()), len)
+        }
+    }
+
+    /// Sends the complete IP packet along `route` (process or softirq context).
+    ///
+    /// Sets `skb->protocol` from the route's family, `skb->dev` to the route's device and a
+    /// clone of the route's dst, then calls `ip_local_out` (IPv4) or `ip6_local_out` (IPv6) in
+    /// the namespace of the route's device. The stack rewrites only what the driver must have
+    /// written identically anyway: the IPv4 total length and header checksum, the IPv6
+    /// payload length. It does not change the IPv4 identification, and it never touches the
+    /// UDP checksum (`ip_summed` stays `CHECKSUM_NONE`: "already computed").
+    ///
+    /// Fails with `EINVAL` (packet freed) if the bytes are not an IP packet of the route's
+    /// family whose length fields match the packet length, since the ICRC the driver computed
+    /// over them would otherwise be wrong on the wire. Other errors are those of the stack
+    /// (`ENOBUFS` for a queue drop, `EHOSTUNREACH`, ...); the packet is consumed either way.
+    pub fn xmit(self, route: &Route) -> Result {
+        if !ip_header_matches(self.data(), route.is_ipv6()) {
+            self.discard();
+            return Err(EINVAL);
+        }
+        let skb = self.into_raw();
+        // SAFETY: `skb` is an owned linear skb with its network header at `data` (type
+        // invariant), which moves to the stack here; the route's dst is valid while `route`
+        // is borrowed and the helper takes its own reference for the skb.
+        let ret = unsafe { bindings::oxrdma_skb_local_out(skb, route.as_dst(), route.is_ipv6()) };
+        match ret {
+            0 => Ok(()),
+            // NET_XMIT_CN: queued, congestion notified. Anything else positive is a drop.
+            r if r == bindings::NET_XMIT_CN as i32 => Ok(()),
+            r if r > 0 => Err(code::enobufs()),
+            r => Err(Error::from_errno(r)),
+        }
+    }
+
+    /// Frees the packet as dropped (`kfree_skb`), for drop monitors.
+    pub fn discard(self) {
+        let skb = self.into_raw();
+        // SAFETY: ownership of the skb moved out of `self`.
+        unsafe { bindings::oxrdma_kfree_skb(skb) };
+    }
+}
+
+/// Whether `pkt` starts with an IP header of the right version whose length field covers
+/// exactly `pkt`, and (IPv4) whose header length fits.
+fn ip_header_matches(pkt: &[u8], ipv6: bool) -> bool {
+    if ipv6 {
+        pkt.len() >= 40
+            && pkt[0] >> 4 == 6
+            && usize::from(u16::from_be_bytes([pkt[4], pkt[5]])) + 40 == pkt.len()
+    } else {
+        pkt.len() >= 20
+            && pkt[0] >> 4 == 4
+            && usize::from(pkt[0] & 0xf) * 4 >= 20
+            && usize::from(pkt[0] & 0xf) * 4 <= pkt.len()
+            && usize::from(u16::from_be_bytes([pkt[2], pkt[3]])) == pkt.len()
+    }
+}
+
+impl private::Sealed for Skb {}
+
+impl OwnedSkb for Skb {
+    fn into_raw(self) -> *mut bindings::sk_buff {
+        let ptr = self.ptr.as_ptr();
+        core::mem::forget(self);
+        ptr
+    }
+
+    unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: the skb came from `Skb::into_raw` (safety requirement).
+        Skb { ptr: skb }
+    }
+}
+
+impl Drop for Skb {
+    fn drop(&mut self) {
+        // SAFETY: this value owns the skb (type invariant).
+        unsafe { bindings::oxrdma_consume_skb(self.ptr.as_ptr()) };
+    }
+}
+
+/// An owned received packet, as the UDP tunnel hands it to its receiver.
+///
+/// # Invariants
+///
+/// `ptr` is a valid `sk_buff` owned by this value: linear, its network header set to the
+/// start of the received IP packet, which extends to the end of the skb's data (the stack
+/// trimmed it to the IP and UDP lengths), and `skb->dev` is the ingress device.
+pub struct RxSkb {
+    ptr: NonNull<bindings::sk_buff>,
+}
+
+// SAFETY: an owned skb may be used and freed on any CPU.
+unsafe impl Send for RxSkb {}
+// SAFETY: `&self` methods only read.
+unsafe impl Sync for RxSkb {}
+
+impl RxSkb {
+    /// Adopts a received skb.
+    ///
+    /// # Safety
+    ///
+    /// `skb` must be valid, owned by the caller (ownership moves here), linear, with its
+    /// network header at the start of the IP packet and its data ending where that packet
+    /// ends.
+    pub(crate) unsafe fn from_raw_rx(skb: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: guaranteed by the caller.
+        RxSkb { ptr: skb }
+    }
+
+    /// An opaque identity of the ingress device (`skb->dev`): equal to
+    /// [`NetDeviceRef::id`] of that device. For a destination address local to the namespace
+    /// this is the loopback device, whatever device the sender routed through.
+    pub fn ingress_id(&self) -> usize {
+        // SAFETY: `self.ptr` is valid (type invariant).
+        unsafe { bindings::oxrdma_skb_dev(self.ptr.as_ptr()) as usize }
+    }
+
+    /// Whether this is an IPv6 packet (else IPv4).
+    pub fn is_ipv6(&self) -> bool {
+        // SAFETY: `self.ptr` is valid (type invariant).
+        unsafe { bindings::oxrdma_skb_protocol(self.ptr.as_ptr()) == ETH_P_IPV6_BE }
+    }
+
+    /// The whole network packet as received, from the IP header to the end (IP header, UDP
+    /// header, IBA headers, payload, ICRC).
+    pub fn ip_packet(&self) -> &[u8] {
+        let skb = self.ptr.as_ptr();
+        // SAFETY: `skb` is valid, owned and linear (type invariant): the bytes from the
+        // network header to `data + len` are initialised and in the linear buffer. The network
+        // header is at or before `data` (received packets are pulled past it), so the offset
+        // is not positive.
+        unsafe {
+            let off = bindings::oxrdma_skb_network_offset(skb);
+            let len = bindings::oxrdma_skb_len(skb) as usize + off.unsigned_abs() as usize;
+            core::slice::from_raw_parts(bindings::oxrdma_skb_network_header(skb), len)
+        }
+    }
+
+    /// Frees the packet as dropped (`kfree_skb`), for drop monitors.
+    pub fn discard(self) {
+        let skb = self.into_raw();
+        // SAFETY: ownership of the skb moved out of `self`.
+        unsafe { bindings::oxrdma_kfree_skb(skb) };
+    }
+}
+
+impl private::Sealed for RxSkb {}
+
+impl OwnedSkb for RxSkb {
+    fn into_raw(self) -> *mut bindings::sk_buff {
+        let ptr = self.ptr.as_ptr();
+        core::mem::forget(self);
+        ptr
+    }
+
+    unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: the skb came from `RxSkb::into_raw` (safety requirement), so it satisfies
+        // the invariants it had.
+        RxSkb { ptr: skb }
+    }
+}
+
+impl Drop for RxSkb {
+    fn drop(&mut self) {
+        // SAFETY: this value owns the skb (type invariant).
+        unsafe { bindings::oxrdma_consume_skb(self.ptr.as_ptr()) };
+    }
+}
+
+/// A queue of owned packets (`struct sk_buff_head`, with its own IRQ-safe spinlock).
+///
+/// `push` and `pop` may be called from any context (process, softirq, hard IRQ) and
+/// concurrently; dropping the queue frees the packets still in it (`skb_queue_purge`).
+///
+/// # Invariants
+///
+/// `head` is initialised (`skb_queue_head_init`) and pinned; every skb on it came from
+/// `T::into_raw` and is owned by the queue.
+pub struct SkbQueue<T: OwnedSkb> {
+    head: Pin<KBox<Opaque<bindings::sk_buff_head>>>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the queue's own spinlock serialises all access; the packets are `Send`.
+unsafe impl<T: OwnedSkb> Send for SkbQueue<T> {}
+// SAFETY: as for `Send`: every `&self` method takes the queue's lock (or reads its length
+// once).
+unsafe impl<T: OwnedSkb> Sync for SkbQueue<T> {}
+
+impl<T: OwnedSkb> SkbQueue<T> {
+    /// An empty queue (allocates with `flags`).
+    pub fn new(flags: kernel::alloc::Flags) -> Result<Self> {
+        let head = KBox::pin_init(
+            Opaque::ffi_init(|slot: *mut bindings::sk_buff_head| {
+                // SAFETY: `slot` is valid for writes and pinned; the helper initialises the
+                // list and its lock in place.
+                unsafe { bindings::oxrdma_skb_queue_head_init(slot) }
+            }),
+            flags,
+        )?;
+        // INVARIANT: initialised in place, pinned in the box.
+        Ok(Self {
+            head,
+            _t: PhantomData,
+        })
+    }
+
+    /// Appends a packet (any context).
+    pub fn push(&self, skb: T) {
+        // SAFETY: `head` is an initialised queue (type invariant); the skb's ownership moves to
+        // the queue; `skb_queue_tail` takes the queue lock with interrupts disabled.
+        unsafe { bindings::skb_queue_tail(self.head.get(), skb.into_raw()) };
+    }
+
+    /// Removes the oldest packet (any context).
+    pub fn pop(&self) -> Option<T> {
+        // SAFETY: `head` is an initialised queue (type invariant); `skb_dequeue` takes its
+        // lock.
+        let skb = unsafe { bindings::skb_dequeue(self.head.get()) };
+        // SAFETY: every skb on the queue came from `T::into_raw` (type invariant) and leaves
+        // the queue here.
+        NonNull::new(skb).map(|skb| unsafe { T::from_raw(skb) })
+    }
+
+    /// The number of queued packets (a snapshot).
+    pub fn len(&self) -> usize {
+        // SAFETY: `head` is an initialised queue (type invariant); a lockless read of its
+        // length.
+        unsafe { bindings::oxrdma_skb_queue_len(self.head.get()) as usize }
+    }
+
+    /// Whether the queue is empty (a snapshot).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<T: OwnedSkb> Drop for SkbQueue<T> {
+    fn drop(&mut self) {
+        // SAFETY: `head` is an initialised queue whose skbs the queue owns (type invariant);
+        // purging frees them. Neither `Skb` nor `RxSkb` has a destructor beyond freeing.
+        unsafe { bindings::oxrdma_skb_queue_purge(self.head.get()) };
+    }
+}

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * C helpers for oxrdma's packet I/O abstractions; see net.h.
+ */
+#include <linux/mutex.h>
+#include <linux/netdevice.h>
+#include <linux/skbuff.h>
+#include <net/flow.h>
+#include <net/ip.h>
+#include <net/ipv6.h>
+#include <net/ipv6_stubs.h>
+#include <net/net_namespace.h>
+#include <net/route.h>
+#include <net/sock.h>
+
+#include "net.h"
+
+unsigned int oxrdma_ll_reserved_space(const struct net_device *ndev)
+{
+	return LL_RESERVED_SPACE(ndev);
+}
+
+struct sk_buff *oxrdma_alloc_skb_atomic(unsigned int size)
+{
+	return alloc_skb(size, GFP_ATOMIC);
+}
+
+void oxrdma_skb_reserve(struct sk_buff *skb, unsigned int len)
+{
+	skb_reserve(skb, len);
+}
+
+void *oxrdma_skb_put_zero(struct sk_buff *skb, unsigned int len)
+{
+	return skb_put_zero(skb, len);
+}
+
+void oxrdma_skb_reset_network_header(struct sk_buff *skb)
+{
+	skb_reset_network_header(skb);
+}
+
+unsigned char *oxrdma_skb_data(const struct sk_buff *skb)
+{
+	return skb->data;
+}
+
+unsigned int oxrdma_skb_len(const struct sk_buff *skb)
+{
+	return skb->len;
+}
+
+struct net_device *oxrdma_skb_dev(const struct sk_buff *skb)
+{
+	return skb->dev;
+}
+
+__be16 oxrdma_skb_protocol(const struct sk_buff *skb)
+{
+	return skb->protocol;
+}
+
+unsigned char *oxrdma_skb_network_header(const struct sk_buff *skb)
+{
+	return skb_network_header(skb);
+}
+
+int oxrdma_skb_network_offset(const struct sk_buff *skb)
+{
+	return skb_network_offset(skb);
+}
+
+int oxrdma_skb_linearize(struct sk_buff *skb)
+{
+	return skb_linearize(skb);
+}
+
+void oxrdma_kfree_skb(struct sk_buff *skb)
+{
+	kfree_skb(skb);
+}
+
+void oxrdma_consume_skb(struct sk_buff *skb)
+{
+	consume_skb(skb);
+}
+
+int oxrdma_skb_local_out(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
+{
+	skb->protocol = ipv6 ? htons(ETH_P_IPV6) : htons(ETH_P_IP);
+	skb->dev = dst->dev;
+	skb_dst_set(skb, dst_clone(dst));
+	if (ipv6)
+		return ip6_local_out(dev_net(dst->dev), NULL, skb);
+	return ip_local_out(dev_net(dst->dev), NULL, skb);
+}
+
+struct dst_entry *oxrdma_route_v4(struct net_device *ndev, __be32 saddr, __be32 daddr, u8 tos,
+				  __be32 *out_saddr)
+{
+	struct flowi4 fl = {};
+	struct rtable *rt;
+
+	fl.flowi4_oif = ndev->ifindex;
+	fl.flowi4_tos = tos & INET_DSCP_MASK;
+	fl.flowi4_proto = IPPROTO_UDP;
+	fl.saddr = saddr;
+	fl.daddr = daddr;
+	rt = ip_route_output_key(dev_net(ndev), &fl);
+	if (IS_ERR(rt))
+		return ERR_CAST(rt);
+	*out_saddr = fl.saddr;
+	return &rt->dst;
+}
+
+struct dst_entry *oxrdma_route_v6(struct net_device *ndev, const u8 *saddr, const u8 *daddr,
+				  u8 tclass, u32 flowlabel, u8 *out_saddr)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	struct flowi6 fl6 = {};
+	struct dst_entry *dst;
+
+	fl6.flowi6_oif = ndev->ifindex;
+	fl6.flowi6_proto = IPPROTO_UDP;
+	fl6.flowlabel = ip6_make_flowinfo(tclass, cpu_to_be32(flowlabel & 0xfffff));
+	memcpy(&fl6.saddr, saddr, sizeof(fl6.saddr));
+	memcpy(&fl6.daddr, daddr, sizeof(fl6.daddr));
+	dst = ipv6_stub->ipv6_dst_lookup_flow(dev_net(ndev), NULL, &fl6, NULL);
+	if (IS_ERR(dst))
+		return dst;
+	if (dst->error) {
+		int err = dst->error;
+
+		dst_release(dst);
+		return ERR_PTR(err);
+	}
+	memcpy(out_saddr, &fl6.saddr, sizeof(fl6.saddr));
+	return dst;
+#else
+	return ERR_PTR(-EAFNOSUPPORT);
+#endif
+}
+
+unsigned int oxrdma_dst_mtu(const struct dst_entry *dst)
+{
+	return dst_mtu(dst);
+}
+
+void oxrdma_dst_hold(struct dst_entry *dst)
+{
+	dst_hold(dst);
+}
+
+struct net_device *oxrdma_dst_dev(const struct dst_entry *dst)
+{
+	return dst->dev;
+}
+
+struct net *oxrdma_dev_net(const struct net_device *ndev)
+{
+	return dev_net(ndev);
+}
+
+struct net *oxrdma_maybe_get_net(struct net *net)
+{
+	return maybe_get_net(net);
+}
+
+void oxrdma_put_net(struct net *net)
+{
+	put_net(net);
+}
+
+void oxrdma_rcu_read_lock(void)
+{
+	rcu_read_lock();
+}
+
+void oxrdma_rcu_read_unlock(void)
+{
+	rcu_read_unlock();
+}
+
+void *oxrdma_sk_user_data(struct sock *sk)
+{
+	return rcu_dereference_sk_user_data(sk);
+}
+
+void oxrdma_skb_queue_head_init(struct sk_buff_head *list)
+{
+	skb_queue_head_init(list);
+}
+
+void oxrdma_skb_queue_purge(struct sk_buff_head *list)
+{
+	skb_queue_purge(list);
+}
+
+u32 oxrdma_skb_queue_len(const struct sk_buff_head *list)
+{
+	return skb_queue_len_lockless(list);
+}
+
+static DEFINE_MUTEX(oxrdma_tunnel_mutex);
+
+void oxrdma_tunnel_lock(void)
+{
+	mutex_lock(&oxrdma_tunnel_mutex);
+}
+
+void oxrdma_tunnel_unlock(void)
+{
+	mutex_unlock(&oxrdma_tunnel_mutex);
+}

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C helpers for packet I/O (sk_buff, routes, UDP tunnel sockets, network namespaces): static
+ * inline functions and macros of the kernel that Rust cannot call directly. Each is a thin
+ * wrapper; the safety contract is the wrapped one's. See rust/abstractions/{skb,route,
+ * udp_tunnel}.rs for their users.
+ */
+#ifndef OXRDMA_NET_HELPERS_H
+#define OXRDMA_NET_HELPERS_H
+
+#include <linux/types.h>
+
+struct dst_entry;
+struct net;
+struct net_device;
+struct sk_buff;
+struct sk_buff_head;
+struct sock;
+
+/* LL_RESERVED_SPACE(ndev): headroom for the link-layer header, aligned. */
+unsigned int oxrdma_ll_reserved_space(const struct net_device *ndev);
+/* alloc_skb(size, GFP_ATOMIC) */
+struct sk_buff *oxrdma_alloc_skb_atomic(unsigned int size);
+/* skb_reserve(), skb_put_zero(), skb_reset_network_header() */
+void oxrdma_skb_reserve(struct sk_buff *skb, unsigned int len);
+void *oxrdma_skb_put_zero(struct sk_buff *skb, unsigned int len);
+void oxrdma_skb_reset_network_header(struct sk_buff *skb);
+/* skb->data, skb->len, skb->dev, skb->protocol (network byte order) */
+unsigned char *oxrdma_skb_data(const struct sk_buff *skb);
+unsigned int oxrdma_skb_len(const struct sk_buff *skb);
+struct net_device *oxrdma_skb_dev(const struct sk_buff *skb);
+__be16 oxrdma_skb_protocol(const struct sk_buff *skb);
+/* skb_network_header(), skb_network_offset() */
+unsigned char *oxrdma_skb_network_header(const struct sk_buff *skb);
+int oxrdma_skb_network_offset(const struct sk_buff *skb);
+/* skb_linearize() */
+int oxrdma_skb_linearize(struct sk_buff *skb);
+/* kfree_skb(): free a dropped packet; consume_skb() (inline without tracepoints). */
+void oxrdma_kfree_skb(struct sk_buff *skb);
+void oxrdma_consume_skb(struct sk_buff *skb);
+
+/*
+ * Local output of a complete IP packet at skb->data: skb->protocol = ETH_P_IP or ETH_P_IPV6,
+ * skb->dev = dst->dev, skb_dst_set(skb, dst_clone(dst)), then ip_local_out() or
+ * ip6_local_out() in dev_net(dst->dev), as rxe's prepare4/6 + rxe_send do minus the header
+ * building. Consumes @skb; returns what ip(6)_local_out returns.
+ */
+int oxrdma_skb_local_out(struct sk_buff *skb, struct dst_entry *dst, bool ipv6);
+
+/*
+ * Route lookups in dev_net(ndev) with the output interface forced to @ndev (flowi oif) and
+ * protocol UDP: ip_route_output_key() / ipv6_stub->ipv6_dst_lookup_flow(). Return a dst with
+ * a reference, or an ERR_PTR. The source address the lookup chose is stored at @out_saddr.
+ */
+struct dst_entry *oxrdma_route_v4(struct net_device *ndev, __be32 saddr, __be32 daddr, u8 tos,
+				  __be32 *out_saddr);
+struct dst_entry *oxrdma_route_v6(struct net_device *ndev, const u8 *saddr, const u8 *daddr,
+				  u8 tclass, u32 flowlabel, u8 *out_saddr);
+/* dst_mtu(), dst_hold(), dst->dev */
+unsigned int oxrdma_dst_mtu(const struct dst_entry *dst);
+void oxrdma_dst_hold(struct dst_entry *dst);
+struct net_device *oxrdma_dst_dev(const struct dst_entry *dst);
+
+/* dev_net(), maybe_get_net(), put_net() */
+struct net *oxrdma_dev_net(const struct net_device *ndev);
+struct net *oxrdma_maybe_get_net(struct net *net);
+void oxrdma_put_net(struct net *net);
+
+/* rcu_read_lock(), rcu_read_unlock(), rcu_dereference_sk_user_data() */
+void oxrdma_rcu_read_lock(void);
+void oxrdma_rcu_read_unlock(void);
+void *oxrdma_sk_user_data(struct sock *sk);
+
+/* skb_queue_head_init(), skb_queue_purge(), skb_queue_len_lockless() */
+void oxrdma_skb_queue_head_init(struct sk_buff_head *list);
+void oxrdma_skb_queue_purge(struct sk_buff_head *list);
+u32 oxrdma_skb_queue_len(const struct sk_buff_head *list);
+
+/* The mutex of the UDP tunnel registry (static DEFINE_MUTEX). */
+void oxrdma_tunnel_lock(void);
+void oxrdma_tunnel_unlock(void);
+
+#endif
