@@ -1,26 +1,40 @@
 // SPDX-License-Identifier: GPL-2.0
 //! An oxrdma device: what it reports to ib_core and the objects it owns.
 
+use crate::cq::CqInner;
+use crate::engine::Engine;
+use crate::mr::Mr;
+use crate::ox::error::code;
+use crate::ox::net::NetDevice;
 use crate::ox::rdma::device::{
     core_cap, Device, DeviceAttrs, Driver, NodeKind, PortAttrs, PortImmutable, Udata,
 };
 use crate::ox::rdma::umem::UserMem;
-use crate::ox::rdma::verbs::{CqInit, QpAttrs, QpCaps, QpInit, SrqAttrs, SrqInit, UserCtx};
+use crate::ox::rdma::verbs::{
+    srq_mask, CqInit, QpAttrs, QpCaps, QpInit, QpState, QpType, SrqAttrs, SrqInit, UserCtx,
+};
+use crate::qp::{NewQp, QpInner};
+use crate::queue::{Geometry, RecvQueue, SendRing, MAX_INLINE, MAX_SGE};
+use crate::uapi::queue::{
+    recv_slot_size, send_slot_size, CQE_SIZE, RECV_WQE_SIZE, SEND_WQE_SIZE, SGE_SIZE,
+};
+use crate::uapi::ring::{ring_slots, RING_HEADER_SIZE};
 use crate::uapi::verbs::{self, Response};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
+use kernel::{alloc::flags::GFP_KERNEL, sync::Arc};
 
 /// Device limits. Documented in `Documentation/admin-guide.rst`; keep the two in step.
 pub(crate) mod limits {
     pub(crate) const MAX_QP: i32 = 1 << 16;
     pub(crate) const MAX_QP_WR: i32 = 1 << 14;
-    pub(crate) const MAX_SGE: i32 = 32;
+    pub(crate) const MAX_SGE: i32 = crate::queue::MAX_SGE as i32;
     pub(crate) const MAX_CQ: i32 = 1 << 16;
     pub(crate) const MAX_CQE: i32 = (1 << 16) - 1;
     pub(crate) const MAX_MR: i32 = 1 << 18;
     pub(crate) const MAX_PD: i32 = 1 << 16;
-    pub(crate) const MAX_RD_ATOM: i32 = 128;
+    pub(crate) const MAX_RD_ATOM: i32 = crate::qp::RESP_RES as i32;
     pub(crate) const MAX_RES_RD_ATOM: i32 = 1 << 18;
     pub(crate) const MAX_SRQ: i32 = 1 << 14;
     pub(crate) const MAX_SRQ_WR: i32 = 1 << 14;
@@ -39,18 +53,20 @@ const IWARP_CORE_CAPS: u32 = core_cap::PROT_IWARP;
 /// The driver data of one device (port 1 on one netdev).
 pub(crate) struct OxDevice {
     pub(crate) kind: NodeKind,
+    pub(crate) engine: Arc<Engine>,
     /// Port state last reported to ib_core, to send an event only on a change.
     port_active: AtomicBool,
     next_pdn: AtomicU32,
 }
 
 impl OxDevice {
-    pub(crate) fn new(kind: NodeKind, active: bool) -> Self {
-        Self {
+    pub(crate) fn new(kind: NodeKind, active: bool, netdev: NetDevice) -> Result<Self> {
+        Ok(Self {
             kind,
+            engine: Engine::new(netdev)?,
             port_active: AtomicBool::new(active),
             next_pdn: AtomicU32::new(1),
-        }
+        })
     }
 
     /// Re-reads the port state from the netdev and tells ib_core if it changed.
@@ -71,41 +87,10 @@ impl OxDevice {
 impl Driver for OxDevice {
     type Ucontext = ();
     type Pd = u32;
-    type Cq = ();
-    type Qp = ();
-    type Srq = ();
-    type Mr = ();
-
-    fn create_cq(_dev: &Device<Self>, _init: CqInit, _ctx: &mut UserCtx<'_>) -> Result<((), u32)> {
-        Err(EINVAL)
-    }
-    fn req_notify_cq(_cq: &(), _solicited_only: bool) -> Result<bool> {
-        Ok(false)
-    }
-    fn create_qp(_dev: &Device<Self>, _init: QpInit<'_, Self>, _ctx: &mut UserCtx<'_>) -> Result<((), u32, QpCaps)> {
-        Err(EINVAL)
-    }
-    fn modify_qp(_qp: &(), _attrs: &QpAttrs) -> Result {
-        Err(EINVAL)
-    }
-    fn query_qp(_qp: &()) -> Result<QpAttrs> {
-        Err(EINVAL)
-    }
-    fn doorbell(_qp: &()) -> Result {
-        Ok(())
-    }
-    fn create_srq(_dev: &Device<Self>, _init: SrqInit<'_, Self>, _ctx: &mut UserCtx<'_>) -> Result<((), SrqAttrs)> {
-        Err(EINVAL)
-    }
-    fn modify_srq(_srq: &(), _attrs: &SrqAttrs, _mask: u32) -> Result {
-        Err(EINVAL)
-    }
-    fn query_srq(_srq: &()) -> SrqAttrs {
-        SrqAttrs::default()
-    }
-    fn reg_user_mr(_dev: &Device<Self>, _pd: &u32, _mem: UserMem, _iova: u64, _access: u32) -> Result<((), u32, u32)> {
-        Err(EINVAL)
-    }
+    type Cq = Cq;
+    type Qp = Qp;
+    type Srq = Srq;
+    type Mr = MrData;
 
     fn query_device(_dev: &Device<Self>) -> DeviceAttrs {
         use limits::*;
@@ -220,6 +205,269 @@ impl Driver for OxDevice {
     }
 
     fn unregistered(dev: &Device<Self>) {
+        dev.engine.shutdown();
         crate::link::forget(dev);
     }
+
+    fn create_cq(dev: &Device<Self>, init: CqInit, ctx: &mut UserCtx<'_>) -> Result<(Cq, u32)> {
+        if init.cqe > limits::MAX_CQE as u32 || init.cqe == 0 {
+            return Err(EINVAL);
+        }
+        if dev.kind != NodeKind::Roce {
+            return Err(code::eopnotsupp());
+        }
+        let (cq, slots, offset, len) = CqInner::new(init.cqe, init.events, |b| ctx.new_ring(b))?;
+        let resp = verbs::CreateCqResp {
+            ring: verbs::RingMmap {
+                offset,
+                len: len as u64,
+            },
+            slots,
+            slot_size: CQE_SIZE as u32,
+        };
+        ctx.respond(resp.to_bytes().as_ref())?;
+        Ok((Cq(cq), slots))
+    }
+
+    fn req_notify_cq(cq: &Cq, solicited_only: bool) -> Result<bool> {
+        Ok(cq.0.arm(solicited_only))
+    }
+
+    fn create_qp(
+        dev: &Device<Self>,
+        init: QpInit<'_, Self>,
+        ctx: &mut UserCtx<'_>,
+    ) -> Result<(Qp, u32, QpCaps)> {
+        if init.qp_type != QpType::Rc {
+            return Err(code::eopnotsupp());
+        }
+        if init.create_flags != 0 {
+            return Err(EINVAL);
+        }
+        let c = init.caps;
+        let max_wr = limits::MAX_QP_WR as u32;
+        if c.max_send_wr > max_wr
+            || c.max_recv_wr > max_wr
+            || c.max_send_sge > MAX_SGE
+            || c.max_recv_sge > MAX_SGE
+            || c.max_inline_data > MAX_INLINE
+        {
+            return Err(EINVAL);
+        }
+        let sq_slots = ring_slots(c.max_send_wr.max(1)).ok_or(EINVAL)?;
+        let send_sge = c.max_send_sge.max(1);
+        let sq_slot = send_slot_size(send_sge, c.max_inline_data);
+        let inline = (sq_slot - SEND_WQE_SIZE as u32).min(MAX_INLINE);
+        let (sq_ring, sq_off) = ctx.new_ring(RING_HEADER_SIZE + (sq_slots * sq_slot) as usize)?;
+        let sq_len = sq_ring.len() as u64;
+        let mut resp = verbs::CreateQpResp {
+            sq: verbs::RingMmap {
+                offset: sq_off,
+                len: sq_len,
+            },
+            sq_slots,
+            sq_slot_size: sq_slot,
+            ..Default::default()
+        };
+        let mut granted = QpCaps {
+            max_send_wr: sq_slots,
+            max_send_sge: (sq_slot - SEND_WQE_SIZE as u32) / SGE_SIZE as u32,
+            max_inline_data: inline,
+            ..Default::default()
+        };
+        granted.max_send_sge = granted.max_send_sge.min(MAX_SGE);
+        let rq = match init.srq {
+            Some(srq) => srq.0.clone(),
+            None => {
+                let slots = ring_slots(c.max_recv_wr.max(1)).ok_or(EINVAL)?;
+                let sge = c.max_recv_sge.max(1);
+                let slot = recv_slot_size(sge);
+                let (ring, off) = ctx.new_ring(RING_HEADER_SIZE + (slots * slot) as usize)?;
+                resp.rq = verbs::RingMmap {
+                    offset: off,
+                    len: ring.len() as u64,
+                };
+                resp.rq_slots = slots;
+                resp.rq_slot_size = slot;
+                granted.max_recv_wr = slots;
+                granted.max_recv_sge =
+                    ((slot - RECV_WQE_SIZE as u32) / SGE_SIZE as u32).min(MAX_SGE);
+                RecvQueue::new(
+                    ring,
+                    Geometry {
+                        slots,
+                        slot_size: slot,
+                    },
+                    granted.max_recv_sge,
+                    None,
+                    0,
+                )?
+            }
+        };
+        let engine = dev.engine.clone();
+        let qp = dev.engine.add_qp(limits::MAX_QP as usize, |qpn| {
+            QpInner::new(NewQp {
+                qpn,
+                qp_type: init.qp_type,
+                pdn: *init.pd,
+                engine,
+                send_cq: init.send_cq.0.clone(),
+                recv_cq: init.recv_cq.0.clone(),
+                rq,
+                sq: SendRing {
+                    ring: sq_ring,
+                    geo: Geometry {
+                        slots: sq_slots,
+                        slot_size: sq_slot,
+                    },
+                },
+                caps: granted,
+                sig_all: init.sig_all,
+                events: init.events,
+            })
+        })?;
+        resp.qpn = qp.qpn;
+        if let Err(e) = ctx.respond(resp.to_bytes().as_ref()) {
+            dev.engine.remove_qp(qp.qpn);
+            return Err(e);
+        }
+        let qpn = qp.qpn;
+        Ok((Qp(qp), qpn, granted))
+    }
+
+    fn modify_qp(qp: &Qp, attrs: &QpAttrs) -> Result {
+        if attrs.state == Some(QpState::Rtr) {
+            qp.0.engine().open_tunnel()?;
+        }
+        qp.0.modify(attrs)
+    }
+
+    fn query_qp(qp: &Qp) -> Result<QpAttrs> {
+        Ok(qp.0.query())
+    }
+
+    fn destroy_qp(qp: &Qp) {
+        qp.0.destroy();
+        qp.0.engine().remove_qp(qp.0.qpn);
+    }
+
+    fn doorbell(qp: &Qp) -> Result {
+        qp.0.engine().kick();
+        Ok(())
+    }
+
+    fn create_srq(
+        dev: &Device<Self>,
+        init: SrqInit<'_, Self>,
+        ctx: &mut UserCtx<'_>,
+    ) -> Result<(Srq, SrqAttrs)> {
+        let a = init.attrs;
+        if a.max_wr == 0
+            || a.max_wr > limits::MAX_SRQ_WR as u32
+            || a.max_sge > MAX_SGE
+            || a.limit > a.max_wr
+        {
+            return Err(EINVAL);
+        }
+        if dev.kind != NodeKind::Roce {
+            return Err(code::eopnotsupp());
+        }
+        let slots = ring_slots(a.max_wr).ok_or(EINVAL)?;
+        let slot = recv_slot_size(a.max_sge.max(1));
+        let (ring, off) = ctx.new_ring(RING_HEADER_SIZE + (slots * slot) as usize)?;
+        let len = ring.len() as u64;
+        let max_sge = ((slot - RECV_WQE_SIZE as u32) / SGE_SIZE as u32).min(MAX_SGE);
+        let q = RecvQueue::new(
+            ring,
+            Geometry {
+                slots,
+                slot_size: slot,
+            },
+            max_sge,
+            Some(init.events),
+            a.limit,
+        )?;
+        let resp = verbs::CreateSrqResp {
+            ring: verbs::RingMmap { offset: off, len },
+            slots,
+            slot_size: slot,
+        };
+        ctx.respond(resp.to_bytes().as_ref())?;
+        Ok((
+            Srq(q),
+            SrqAttrs {
+                max_wr: slots,
+                max_sge,
+                limit: a.limit,
+            },
+        ))
+    }
+
+    fn modify_srq(srq: &Srq, attrs: &SrqAttrs, mask: u32) -> Result {
+        if mask & srq_mask::MAX_WR != 0 {
+            return Err(EINVAL);
+        }
+        if mask & srq_mask::LIMIT != 0 {
+            srq.0.set_limit(attrs.limit);
+        }
+        Ok(())
+    }
+
+    fn query_srq(srq: &Srq) -> SrqAttrs {
+        let (slots, max_sge) = srq.0.geometry();
+        SrqAttrs {
+            max_wr: slots,
+            max_sge,
+            limit: srq.0.limit(),
+        }
+    }
+
+    fn reg_user_mr(
+        dev: &Device<Self>,
+        pd: &u32,
+        mem: UserMem,
+        iova: u64,
+        access: u32,
+    ) -> Result<(MrData, u32, u32)> {
+        let pdn = *pd;
+        let mr = dev.engine.add_mr(limits::MAX_MR as usize, |key| {
+            Ok(Arc::new(
+                Mr {
+                    key,
+                    pdn,
+                    access,
+                    iova,
+                    mem,
+                },
+                GFP_KERNEL,
+            )?)
+        })?;
+        let key = mr.key;
+        Ok((
+            MrData {
+                key,
+                engine: dev.engine.clone(),
+            },
+            key,
+            key,
+        ))
+    }
+
+    fn dereg_mr(mr: &MrData) {
+        mr.engine.remove_mr(mr.key);
+    }
+}
+
+/// The driver data of a CQ object.
+pub(crate) use crate::cq::Cq;
+/// The driver data of a QP object.
+pub(crate) use crate::qp::Qp;
+
+/// The driver data of an SRQ object.
+pub(crate) struct Srq(pub(crate) Arc<RecvQueue>);
+
+/// The driver data of an MR object: its key in the engine's table.
+pub(crate) struct MrData {
+    key: u32,
+    engine: Arc<Engine>,
 }

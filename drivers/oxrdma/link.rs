@@ -3,13 +3,16 @@
 //! the devices they create, and what happens to those devices on netdev events and unload.
 
 use crate::device::OxDevice;
+use crate::engine::Engine;
 use crate::ox::net::{NetDeviceRef, NetdevEvent, NetdevHandler, NetdevNotifier};
 use crate::ox::rdma::device::{self, Device, DeviceHandle, NewDevice, NodeKind};
 use crate::ox::rdma::link::{LinkRegistration, LinkType};
 use crate::ox::sync::GlobalMutex;
+use crate::ox::udp_tunnel::UdpEncapReceiver;
+use crate::roce::RoceRx;
 use crate::uapi::abi::OXRDMA_ABI_VERSION;
 use crate::wire::link::node_guid_from_mac;
-use kernel::{c_str, prelude::*, str::CStr};
+use kernel::{c_str, prelude::*, str::CStr, sync::Arc};
 
 /// `ARPHRD_ETHER` and `ARPHRD_LOOPBACK` (`include/uapi/linux/if_arp.h`).
 const ARPHRD_ETHER: u16 = 1;
@@ -108,7 +111,7 @@ fn add(kind: NodeKind, name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
             hca_type: hca_type(kind),
             abi_version: OXRDMA_ABI_VERSION,
         },
-        OxDevice::new(kind, ndev.is_up()),
+        OxDevice::new(kind, ndev.is_up(), ndev.get())?,
     );
     let mut devs = DEVICES.lock();
     let reserved = devs
@@ -182,11 +185,32 @@ impl NetdevHandler for NetdevWatch {
                 }
                 // The netdev is going away: so do its RDMA devices. Queued, because this runs
                 // under the RTNL and unregistration takes it.
-                NetdevEvent::Unregister => h.unregister_queued(),
+                NetdevEvent::Unregister => {
+                    h.with_registered(|d| d.engine.detach_netdev());
+                    h.unregister_queued()
+                }
                 _ => {}
             }
         }
     }
+}
+
+/// The engine of the RoCE device on the netdev `netdev_id` (a received packet's ingress).
+pub(crate) fn engine_for(netdev_id: usize) -> Option<Arc<Engine>> {
+    let devs = DEVICES.lock();
+    let e = devs
+        .entries()
+        .find(|e| e.netdev == netdev_id && e.kind == NodeKind::Roce)?;
+    e.handle.as_ref()?.with_registered(|d| d.engine.clone())
+}
+
+/// The module's RoCE v2 receiver, while the module is loaded.
+static RECEIVER: GlobalMutex<Option<Arc<RoceRx>>> = GlobalMutex::new(None);
+
+/// The receiver every tunnel delivers to.
+pub(crate) fn receiver() -> Option<Arc<dyn UdpEncapReceiver>> {
+    let r: Arc<RoceRx> = RECEIVER.lock().as_ref()?.clone();
+    Some(r)
 }
 
 /// Everything registered for the module's lifetime. Dropping it unregisters the link types
@@ -199,11 +223,19 @@ pub(crate) struct Links {
 
 impl Links {
     pub(crate) fn register() -> Result<Self> {
+        *RECEIVER.lock() = Some(RoceRx::new()?);
         Ok(Self {
             _watch: NetdevNotifier::register()?,
             _roce: LinkRegistration::register()?,
             _iwarp: LinkRegistration::register()?,
         })
+    }
+}
+
+impl Drop for Links {
+    fn drop(&mut self) {
+        let r = RECEIVER.lock().take();
+        drop(r);
     }
 }
 

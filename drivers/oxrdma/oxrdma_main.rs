@@ -36,8 +36,14 @@ pub mod wire {
     pub mod rc;
 }
 
+mod cq;
 mod device;
+mod engine;
 mod link;
+mod mr;
+mod qp;
+mod queue;
+mod roce;
 #[cfg(CONFIG_KUNIT)]
 mod selftests;
 
@@ -53,11 +59,13 @@ module! {
 struct OxRdma {
     links: Option<link::Links>,
     tunnels: Option<ox::udp_tunnel::TunnelRegistration>,
+    wq: Option<ox::workqueue::ModuleWorkqueue>,
 }
 
 impl kernel::Module for OxRdma {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Before any device: RoCE v2 receive sockets need the per-namespace exit hook.
+        let wq = ox::workqueue::ModuleWorkqueue::create(kernel::c_str!("oxrdma"))?;
         let tunnels = ox::udp_tunnel::TunnelRegistration::register()?;
         let links = link::Links::register()?;
         pr_info!(
@@ -68,6 +76,7 @@ impl kernel::Module for OxRdma {
         Ok(OxRdma {
             links: Some(links),
             tunnels: Some(tunnels),
+            wq: Some(wq),
         })
     }
 }
@@ -77,8 +86,9 @@ impl Drop for OxRdma {
         // First stop new devices and netdev events, then remove this module's devices.
         drop(self.links.take());
         link::remove_all();
-        // Closes whatever tunnel is still open.
+        // Closes whatever tunnel is still open; then the workqueue drains what is queued.
         drop(self.tunnels.take());
+        drop(self.wq.take());
         pr_info!("oxrdma unloaded\n");
     }
 }

@@ -18,5 +18,5 @@ pub mod route;
 pub mod skb;
 pub mod sync;
 pub mod timer;
-pub mod workqueue;
 pub mod udp_tunnel;
+pub mod workqueue;

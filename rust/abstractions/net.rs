@@ -132,6 +132,12 @@ impl NetDevice {
     }
 }
 
+impl Clone for NetDevice {
+    fn clone(&self) -> Self {
+        self.borrow().get()
+    }
+}
+
 impl NetDevice {
     /// Looks a device up by interface name in namespace `ns` (`dev_get_by_name`); `ENODEV` if
     /// there is none. Process or softirq context.

@@ -53,10 +53,7 @@ impl<T: TimerHandler> Timer<T> {
             },
             GFP_KERNEL,
         );
-        let mut raw = match raw {
-            Ok(r) => r,
-            Err(e) => return Err(e.into()),
-        };
+        let mut raw = raw?;
         // SAFETY: the box is never moved out of (only dropped), so the timer's address is
         // stable; `expired::<T>` matches the `Raw<T>` layout.
         unsafe { bindings::oxrdma_timer_setup(addr_of_mut!(raw.timer), Some(expired::<T>)) };

@@ -30,7 +30,12 @@ impl ModuleWorkqueue {
             return Err(ENOMEM);
         }
         if RAW
-            .compare_exchange(core::ptr::null_mut(), wq, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(
+                core::ptr::null_mut(),
+                wq,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
             .is_err()
         {
             // SAFETY: ours, never published.

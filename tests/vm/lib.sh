@@ -581,3 +581,33 @@ run_pair() {
 run_pair_ns() {
 	run_pair --server-ns "$NS_B" --client-ns "$NS_A" "$@"
 }
+
+# roce_gid_index DEV IPV4|IPV6-GID-SUFFIX: print the index of DEV's "RoCE v2" GID whose value
+# is ADDR (as sysfs shows it, e.g. 0000:0000:0000:0000:0000:ffff:0a4d:0001); status 1 if none.
+roce_gid_index() {
+	local dev=$1 want=$2 f i
+	for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+		i=${f##*/}
+		[[ $(<"$f") == "$want" ]] || continue
+		[[ $(<"/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null) == "RoCE v2" ]] ||
+			continue
+		echo "$i"
+		return 0
+	done
+	return 1
+}
+
+# ipv4_gid A.B.C.D: the sysfs form of the IPv4-mapped GID of an address.
+ipv4_gid() {
+	local a b c d
+	IFS=. read -r a b c d <<<"$1"
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
+}
+
+# use_provider: make libibverbs load oxrdma's uninstalled userspace provider.
+use_provider() {
+	[[ -f $OX_ROOT/userspace-provider/out/liboxrdma-rdmav34.so ]] || fail "provider not built"
+	# shellcheck source=userspace-provider/env.sh
+	. "$OX_ROOT/userspace-provider/env.sh"
+	modprobe ib_uverbs || fail "modprobe ib_uverbs"
+}

@@ -213,20 +213,27 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn alloc_ucontext(dev: &Device<Self>, udata: &mut Udata<'_>) -> Result<Self::Ucontext>;
     /// A new protection domain; `udata` when it comes from userspace.
     fn alloc_pd(dev: &Device<Self>, udata: Option<&mut Udata<'_>>) -> Result<Self::Pd>;
-    /// Called once the device is unregistered, just before its data is dropped.
+    /// Called once the device is unregistered (or its registration failed), just before its
+    /// data is dropped.
     fn unregistered(_dev: &Device<Self>) {}
 
     /// A new user CQ; returns its data and the number of entries it holds.
-    fn create_cq(dev: &Device<Self>, init: CqInit, ctx: &mut UserCtx<'_>)
-        -> Result<(Self::Cq, u32)>;
+    fn create_cq(
+        dev: &Device<Self>,
+        init: CqInit,
+        ctx: &mut UserCtx<'_>,
+    ) -> Result<(Self::Cq, u32)>;
     /// The CQ is being destroyed (no QP uses it); its data is dropped next.
     fn destroy_cq(_cq: &Self::Cq) {}
     /// Arms the CQ's completion event for the next (or next solicited) completion. Returns
     /// whether completions are already waiting.
     fn req_notify_cq(cq: &Self::Cq, solicited_only: bool) -> Result<bool>;
     /// A new user QP; returns its data, its number and the capacities granted.
-    fn create_qp(dev: &Device<Self>, init: QpInit<'_, Self>, ctx: &mut UserCtx<'_>)
-        -> Result<(Self::Qp, u32, QpCaps)>;
+    fn create_qp(
+        dev: &Device<Self>,
+        init: QpInit<'_, Self>,
+        ctx: &mut UserCtx<'_>,
+    ) -> Result<(Self::Qp, u32, QpCaps)>;
     /// `modify_qp`.
     fn modify_qp(qp: &Self::Qp, attrs: &QpAttrs) -> Result;
     /// `query_qp`.
@@ -236,8 +243,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// The process published send WQEs in the QP's ring.
     fn doorbell(qp: &Self::Qp) -> Result;
     /// A new user SRQ; returns its data and the attributes granted.
-    fn create_srq(dev: &Device<Self>, init: SrqInit<'_, Self>, ctx: &mut UserCtx<'_>)
-        -> Result<(Self::Srq, SrqAttrs)>;
+    fn create_srq(
+        dev: &Device<Self>,
+        init: SrqInit<'_, Self>,
+        ctx: &mut UserCtx<'_>,
+    ) -> Result<(Self::Srq, SrqAttrs)>;
     /// `modify_srq` with the `IB_SRQ_*` bits of `mask`.
     fn modify_srq(srq: &Self::Srq, attrs: &SrqAttrs, mask: u32) -> Result;
     /// `query_srq`.
@@ -481,14 +491,11 @@ pub fn register<T: Driver>(
         };
     }
     if ret != 0 {
-        // Registration failed, so `dealloc_driver` will not run: drop the data here, then free
-        // the device as ib_core's unwind contract says (the handle's reference, dropped on
-        // return, releases the memory last).
+        // Registration failed: ib_core's unwind is `ib_dealloc_device`, which calls the ops
+        // table's `dealloc_driver` (dropping the data exactly once, as after a registration)
+        // and frees the device once the handle's reference, dropped on return, goes too.
         // SAFETY: nothing else can reach the data or the unregistered device any more.
-        unsafe {
-            core::ptr::drop_in_place(addr_of_mut!((*dev).data));
-            bindings::ib_dealloc_device(ib.as_ptr());
-        }
+        unsafe { bindings::ib_dealloc_device(ib.as_ptr()) };
         drop(handle);
         return Err(Error::from_errno(ret));
     }

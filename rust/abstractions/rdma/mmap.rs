@@ -52,7 +52,8 @@ impl RingBuf {
             return Err(EINVAL);
         }
         // SAFETY: plain allocation, zeroed by vmalloc_user.
-        let buf = NonNull::new(unsafe { bindings::oxrdma_vmalloc_user(len) }.cast::<u8>()).ok_or(ENOMEM)?;
+        let buf = NonNull::new(unsafe { bindings::oxrdma_vmalloc_user(len) }.cast::<u8>())
+            .ok_or(ENOMEM)?;
         // INVARIANT: a fresh vmalloc_user allocation of `len` bytes.
         let this = Self { buf, len };
         Ok(Arc::new(this, GFP_KERNEL)?)
@@ -92,17 +93,19 @@ impl RingBuf {
 
     /// Atomic OR into the u32 at `off`, sequentially consistent (a full barrier).
     pub fn fetch_or(&self, off: usize, v: u32) -> u32 {
-        self.atomic(off).map_or(0, |a| a.fetch_or(v, Ordering::SeqCst))
+        self.atomic(off)
+            .map_or(0, |a| a.fetch_or(v, Ordering::SeqCst))
     }
 
     /// Atomic AND-NOT of the u32 at `off`, sequentially consistent (a full barrier).
     pub fn fetch_clear(&self, off: usize, v: u32) -> u32 {
-        self.atomic(off).map_or(0, |a| a.fetch_and(!v, Ordering::SeqCst))
+        self.atomic(off)
+            .map_or(0, |a| a.fetch_and(!v, Ordering::SeqCst))
     }
 
     /// Copies `dst.len()` bytes from offset `off`; `EINVAL` if out of bounds.
     pub fn read(&self, off: usize, dst: &mut [u8]) -> Result {
-        if off.checked_add(dst.len()).is_none_or(|e| e > self.len) {
+        if off.checked_add(dst.len()).map_or(true, |e| e > self.len) {
             return Err(EINVAL);
         }
         // SAFETY: bounds checked above; the process may write concurrently, which the C copy
@@ -119,7 +122,7 @@ impl RingBuf {
 
     /// Copies `src` to offset `off`; `EINVAL` if out of bounds.
     pub fn write(&self, off: usize, src: &[u8]) -> Result {
-        if off.checked_add(src.len()).is_none_or(|e| e > self.len) {
+        if off.checked_add(src.len()).map_or(true, |e| e > self.len) {
             return Err(EINVAL);
         }
         // SAFETY: bounds checked above; see `read`.

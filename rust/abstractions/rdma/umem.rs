@@ -92,7 +92,9 @@ impl UserMem {
         for p in raw.iter() {
             let p = NonNull::new(*p).ok_or(EFAULT).map_err(release)?;
             // INVARIANT: a page of the umem, pinned until its release.
-            pages.push(PinnedPage(p), GFP_KERNEL).map_err(|_| release(ENOMEM))?;
+            pages
+                .push(PinnedPage(p), GFP_KERNEL)
+                .map_err(|_| release(ENOMEM))?;
         }
         Ok(Self {
             umem,
@@ -156,7 +158,7 @@ impl UserMem {
     }
 
     fn atomic_page(&self, off: usize) -> Result<(PinnedPage, usize), AccessError> {
-        if off.checked_add(8).is_none_or(|e| e > self.len) {
+        if off.checked_add(8).map_or(true, |e| e > self.len) {
             return Err(AccessError::Bounds);
         }
         let abs = self.first_offset + off;

@@ -642,7 +642,7 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
         Ok((data, cqe)) => {
             let tail = Tail {
                 data,
-                maps: core::mem::replace(&mut ctx.maps, [None, None]),
+                maps: core::mem::take(&mut ctx.maps),
                 events,
             };
             // SAFETY: `ibcq` is the start of a `CqObj<T>` (size from the ops table); the
@@ -775,7 +775,7 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
             caps_to(&caps, &mut ia.cap);
             let tail = Tail {
                 data,
-                maps: core::mem::replace(&mut ctx.maps, [None, None]),
+                maps: core::mem::take(&mut ctx.maps),
                 events,
             };
             // SAFETY: `ibqp` is the start of a `QpObj<T>`; the tail was uninitialised.
@@ -816,7 +816,13 @@ fn path_from(ah: &bindings::rdma_ah_attr) -> Result<Path> {
     }
     // SAFETY: ib_core resolved and holds the source GID attribute for the call; `roce` is the
     // union member for a RoCE address.
-    let (sgid, gid_type, dmac) = unsafe { ((*sgid_attr).gid.raw, (*sgid_attr).gid_type, ah.__bindgen_anon_1.roce.dmac) };
+    let (sgid, gid_type, dmac) = unsafe {
+        (
+            (*sgid_attr).gid.raw,
+            (*sgid_attr).gid_type,
+            ah.__bindgen_anon_1.roce.dmac,
+        )
+    };
     Ok(Path {
         roce_v2: gid_type == bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP,
         sgid,
@@ -1044,7 +1050,7 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
             ia.attr.max_sge = granted.max_sge;
             let tail = Tail {
                 data,
-                maps: core::mem::replace(&mut ctx.maps, [None, None]),
+                maps: core::mem::take(&mut ctx.maps),
                 events,
             };
             // SAFETY: `ibsrq` is the start of an `SrqObj<T>`; the tail was uninitialised.

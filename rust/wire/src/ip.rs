@@ -54,7 +54,9 @@ impl IpAddr {
     /// The GID of an address (IPv4-mapped for IPv4).
     pub const fn to_gid(self) -> [u8; 16] {
         match self {
-            IpAddr::V4(a) => [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3]],
+            IpAddr::V4(a) => [
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, a[0], a[1], a[2], a[3],
+            ],
             IpAddr::V6(a) => a,
         }
     }

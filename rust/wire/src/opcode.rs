@@ -371,6 +371,11 @@ impl Opcode {
         self.info().operation
     }
 
+    /// Its place in a message.
+    pub const fn position(self) -> Position {
+        self.info().position
+    }
+
     /// The extension headers that follow the BTH.
     pub const fn headers(self) -> ExtHeaders {
         self.info().headers

@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The per-device engine: the tables of QPs and MRs, and the work item that runs the send
+//! side of every QP (on doorbells, ACKs and timer expiries) and the receive side of each
+//! packet the RoCE receiver hands over.
+//!
+//! Context: everything here runs in process context (verbs calls, the module's workqueue);
+//! the timer and the UDP receiver only queue work.
+
+use crate::mr::{Mr, MrError, MrTable};
+use crate::ox::net::NetDevice;
+use crate::ox::timer::{now_us, Timer, TimerHandler};
+use crate::ox::udp_tunnel::TunnelRef;
+use crate::ox::workqueue;
+use crate::qp::QpInner;
+use crate::roce::TxPath;
+use crate::wire::icrc::{self, Encap};
+use crate::wire::ip;
+use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
+use crate::wire::packet::{self, Headers};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use kernel::{
+    alloc::flags::GFP_KERNEL,
+    alloc::KVec,
+    impl_has_work, new_mutex, new_work,
+    prelude::*,
+    sync::{Arc, ArcBorrow, Mutex},
+    workqueue::{Work, WorkItem},
+};
+
+/// QP numbers start here (0 and 1 are the special QPs; small numbers look odd in tools).
+pub(crate) const QPN_BASE: u32 = 17;
+
+struct Misc {
+    netdev: Option<NetDevice>,
+    timer: Option<Timer<Engine>>,
+    tunnel: Option<TunnelRef>,
+}
+
+/// One device's engine.
+#[pin_data]
+pub(crate) struct Engine {
+    #[pin]
+    work: Work<Engine>,
+    #[pin]
+    qps: Mutex<KVec<Option<Arc<QpInner>>>>,
+    #[pin]
+    mrs: Mutex<MrTable>,
+    #[pin]
+    misc: Mutex<Misc>,
+    dead: AtomicBool,
+    ip_id: AtomicU32,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Engine { self.work }
+}
+
+impl Engine {
+    pub(crate) fn new(netdev: NetDevice) -> Result<Arc<Self>> {
+        let e = Arc::pin_init(
+            pin_init!(Self {
+                work <- new_work!("oxrdma_engine"),
+                qps <- new_mutex!(KVec::new()),
+                mrs <- new_mutex!(MrTable::new()),
+                misc <- new_mutex!(Misc { netdev: Some(netdev), timer: None, tunnel: None }),
+                dead: AtomicBool::new(false),
+                ip_id: AtomicU32::new(0),
+            }),
+            GFP_KERNEL,
+        )?;
+        let t = Timer::new(e.clone())?;
+        e.misc.lock().timer = Some(t);
+        Ok(e)
+    }
+
+    /// Stops the engine for good (device unregistered): no more work, timer or packets.
+    pub(crate) fn shutdown(&self) {
+        self.dead.store(true, Ordering::Release);
+        let (t, tun, nd) = {
+            let mut m = self.misc.lock();
+            (m.timer.take(), m.tunnel.take(), m.netdev.take())
+        };
+        drop(t);
+        drop(tun);
+        drop(nd);
+        let qps = core::mem::replace(&mut *self.qps.lock(), KVec::new());
+        drop(qps);
+    }
+
+    /// The netdev is going away: stop using it.
+    pub(crate) fn detach_netdev(&self) {
+        let nd = self.misc.lock().netdev.take();
+        drop(nd);
+    }
+
+    /// Queues a run of the engine.
+    pub(crate) fn kick(self: &Arc<Self>) {
+        if !self.dead.load(Ordering::Acquire) {
+            let _ = workqueue::queue().enqueue(self.clone());
+        }
+    }
+
+    /// The IB MTU the port runs at now.
+    pub(crate) fn active_mtu(&self) -> u32 {
+        let m = self.misc.lock();
+        m.netdev.as_ref().map_or(1024, |nd| {
+            ib_mtu_for_link(nd.borrow().mtu(), ROCE_MAX_OVERHEAD)
+        })
+    }
+
+    /// Opens the RoCE v2 port of the device's namespace if not yet open.
+    pub(crate) fn open_tunnel(&self) -> Result {
+        let mut m = self.misc.lock();
+        if m.tunnel.as_ref().is_some_and(|t| t.is_open()) {
+            return Ok(());
+        }
+        let nd = m.netdev.as_ref().ok_or(ENODEV)?.clone();
+        let rx = crate::link::receiver().ok_or(ENODEV)?;
+        match TunnelRef::open(&nd.borrow(), icrc::ROCE_V2_UDP_PORT, rx) {
+            Ok(t) => {
+                m.tunnel = Some(t);
+                Ok(())
+            }
+            Err(e) => {
+                pr_warn!(
+                    "oxrdma: cannot open UDP port {} in {}'s namespace ({:?}); is rxe loaded there?\n",
+                    icrc::ROCE_V2_UDP_PORT,
+                    nd.borrow().name(),
+                    e
+                );
+                Err(e)
+            }
+        }
+    }
+
+    // ---- tables -------------------------------------------------------------------------
+
+    /// Adds a QP made by `make(qpn)`.
+    pub(crate) fn add_qp(
+        &self,
+        max: usize,
+        make: impl FnOnce(u32) -> Result<Arc<QpInner>>,
+    ) -> Result<Arc<QpInner>> {
+        let mut t = self.qps.lock();
+        let idx = match t.iter().position(|q| q.is_none()) {
+            Some(i) => i,
+            None => {
+                if t.len() >= max {
+                    return Err(ENOMEM);
+                }
+                t.push(None, GFP_KERNEL)?;
+                t.len() - 1
+            }
+        };
+        let qp = make(idx as u32 + QPN_BASE)?;
+        t[idx] = Some(qp.clone());
+        Ok(qp)
+    }
+
+    pub(crate) fn remove_qp(&self, qpn: u32) {
+        let old = {
+            let mut t = self.qps.lock();
+            qpn.checked_sub(QPN_BASE)
+                .and_then(|i| t.get_mut(i as usize))
+                .and_then(Option::take)
+        };
+        drop(old);
+    }
+
+    fn qp(&self, qpn: u32) -> Option<Arc<QpInner>> {
+        let t = self.qps.lock();
+        let i = qpn.checked_sub(QPN_BASE)? as usize;
+        t.get(i)?.clone()
+    }
+
+    pub(crate) fn add_mr(
+        &self,
+        max: usize,
+        make: impl FnOnce(u32) -> Result<Arc<Mr>>,
+    ) -> Result<Arc<Mr>> {
+        self.mrs.lock().insert(max, make)
+    }
+
+    pub(crate) fn remove_mr(&self, key: u32) {
+        let old = self.mrs.lock().remove(key);
+        drop(old);
+    }
+
+    /// The MR of an L_Key or R_Key.
+    pub(crate) fn mr(&self, key: u32) -> Result<Arc<Mr>, MrError> {
+        self.mrs.lock().get(key)
+    }
+
+    // ---- packets ------------------------------------------------------------------------
+
+    /// Sends one packet of a connection (see [`crate::roce::send`]).
+    pub(crate) fn send(
+        &self,
+        path: &TxPath,
+        h: &Headers,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result {
+        let nd = {
+            let m = self.misc.lock();
+            m.netdev.as_ref().ok_or(ENODEV)?.clone()
+        };
+        let id = self.ip_id.fetch_add(1, Ordering::Relaxed) as u16;
+        crate::roce::send(&nd.borrow(), path, id, h, payload_len, fill)
+    }
+
+    /// A received IP packet for this device: checks it and gives it to its QP.
+    pub(crate) fn receive(&self, pkt: &[u8]) {
+        if self.dead.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(r) = ip::parse(pkt) else { return };
+        let encap = match r.src {
+            ip::IpAddr::V4(_) => Encap::RoceV2Ipv4,
+            ip::IpAddr::V6(_) => Encap::RoceV2Ipv6,
+        };
+        if icrc::verify(encap, pkt).is_err() {
+            return;
+        }
+        let iba = &pkt[r.bth_offset..];
+        let Ok(p) = packet::parse(iba) else { return };
+        let Some(qp) = self.qp(p.headers.bth.dest_qp) else {
+            return;
+        };
+        qp.receive(&p, iba, now_us());
+    }
+
+    fn run(self: &Arc<Self>) {
+        if self.dead.load(Ordering::Acquire) {
+            return;
+        }
+        let now = now_us();
+        let qps: KVec<Arc<QpInner>> = {
+            let t = self.qps.lock();
+            let mut v = KVec::new();
+            for q in t.iter().flatten() {
+                if v.push(q.clone(), GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            v
+        };
+        let mut next: Option<u64> = None;
+        for q in qps.iter() {
+            if let Some(d) = q.service(now) {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+        }
+        drop(qps);
+        if let Some(d) = next {
+            if let Some(t) = self.misc.lock().timer.as_ref() {
+                t.arm_us(d.saturating_sub(now_us()));
+            }
+        }
+    }
+}
+
+impl WorkItem for Engine {
+    type Pointer = Arc<Engine>;
+
+    fn run(this: Arc<Engine>) {
+        Engine::run(&this);
+    }
+}
+
+impl TimerHandler for Engine {
+    fn expired(this: ArcBorrow<'_, Self>) {
+        let e: Arc<Engine> = this.into();
+        e.kick();
+    }
+}

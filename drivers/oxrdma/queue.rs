@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The rings the process produces into: the send queue (SQ) and receive queues (a QP's RQ,
+//! an SRQ). The kernel copies each slot out once, validates the copy and only then acts.
+
+use crate::ox::rdma::mmap::RingBuf;
+use crate::ox::rdma::verbs::SrqEvents;
+use crate::uapi::queue::{RecvWqe, SendWqe, Sge, RECV_WQE_SIZE, SEND_WQE_SIZE, SGE_SIZE};
+use crate::uapi::ring::{
+    RingView, RING_CONSUMER_OFFSET, RING_FLAGS_OFFSET, RING_FLAG_KERNEL_BUSY, RING_HEADER_SIZE,
+    RING_PRODUCER_OFFSET,
+};
+use kernel::{
+    alloc::flags::GFP_KERNEL, alloc::KVec, new_mutex, prelude::*, sync::Arc, sync::Mutex,
+};
+
+/// Most SGEs per WQE oxrdma grants.
+pub(crate) const MAX_SGE: u32 = 16;
+/// Most inline bytes per send WQE oxrdma grants.
+pub(crate) const MAX_INLINE: u32 = 512;
+
+/// Geometry of a ring.
+#[derive(Clone, Copy)]
+pub(crate) struct Geometry {
+    pub(crate) slots: u32,
+    pub(crate) slot_size: u32,
+}
+
+impl Geometry {
+    fn slot_offset(&self, slot: u32) -> usize {
+        RING_HEADER_SIZE + slot as usize * self.slot_size as usize
+    }
+}
+
+fn sge_from(b: &[u8]) -> Sge {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[0..8]);
+    let mut l = [0u8; 4];
+    l.copy_from_slice(&b[8..12]);
+    let mut k = [0u8; 4];
+    k.copy_from_slice(&b[12..16]);
+    Sge {
+        addr: u64::from_ne_bytes(a),
+        length: u32::from_ne_bytes(l),
+        lkey: u32::from_ne_bytes(k),
+    }
+}
+
+/// Why a ring entry could not be taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RingFault {
+    /// The process published an impossible producer index.
+    Index,
+    /// The entry is malformed.
+    Entry,
+}
+
+/// A receive WQE copied out of a ring.
+pub(crate) struct RecvEntry {
+    pub(crate) wr_id: u64,
+    pub(crate) sges: KVec<Sge>,
+}
+
+impl RecvEntry {
+    /// Total bytes the SGEs can take.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.sges.iter().map(|s| u64::from(s.length)).sum()
+    }
+}
+
+/// A receive ring (a QP's RQ or an SRQ).
+#[pin_data]
+pub(crate) struct RecvQueue {
+    ring: Arc<RingBuf>,
+    geo: Geometry,
+    max_sge: u32,
+    events: Option<SrqEvents>,
+    #[pin]
+    st: Mutex<RecvState>,
+}
+
+struct RecvState {
+    view: RingView,
+    limit: u32,
+}
+
+impl RecvQueue {
+    pub(crate) fn new(
+        ring: Arc<RingBuf>,
+        geo: Geometry,
+        max_sge: u32,
+        events: Option<SrqEvents>,
+        limit: u32,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                ring,
+                geo,
+                max_sge,
+                events,
+                st <- new_mutex!(RecvState { view: RingView::new(geo.slots), limit }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn refresh(&self, st: &mut RecvState) -> Result<(), RingFault> {
+        let p = self.ring.load_acquire(RING_PRODUCER_OFFSET);
+        st.view
+            .accept_producer(p)
+            .map(|_| ())
+            .map_err(|_| RingFault::Index)
+    }
+
+    /// Whether a receive WQE is waiting.
+    pub(crate) fn available(&self) -> Result<bool, RingFault> {
+        let mut st = self.st.lock();
+        self.refresh(&mut st)?;
+        Ok(!st.view.is_empty())
+    }
+
+    /// Takes the next receive WQE.
+    pub(crate) fn take(&self) -> Result<Option<RecvEntry>, RingFault> {
+        let mut limit_hit = false;
+        let entry = {
+            let mut st = self.st.lock();
+            self.refresh(&mut st)?;
+            let Some(slot) = st.view.peek() else {
+                return Ok(None);
+            };
+            let at = self.geo.slot_offset(slot);
+            let mut hdr = [0u8; RECV_WQE_SIZE];
+            self.ring.read(at, &mut hdr).map_err(|_| RingFault::Entry)?;
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&hdr[0..8]);
+            let mut n = [0u8; 4];
+            n.copy_from_slice(&hdr[8..12]);
+            let wqe = RecvWqe {
+                wr_id: u64::from_ne_bytes(w),
+                num_sge: u32::from_ne_bytes(n),
+                reserved: 0,
+            };
+            if wqe.num_sge > self.max_sge {
+                return Err(RingFault::Entry);
+            }
+            let mut sges = KVec::with_capacity(wqe.num_sge as usize, GFP_KERNEL)
+                .map_err(|_| RingFault::Entry)?;
+            let mut raw = [0u8; SGE_SIZE];
+            for i in 0..wqe.num_sge as usize {
+                self.ring
+                    .read(at + RECV_WQE_SIZE + i * SGE_SIZE, &mut raw)
+                    .map_err(|_| RingFault::Entry)?;
+                sges.push(sge_from(&raw), GFP_KERNEL)
+                    .map_err(|_| RingFault::Entry)?;
+            }
+            st.view.consume();
+            self.ring
+                .store_release(RING_CONSUMER_OFFSET, st.view.consumer());
+            if st.limit != 0 && st.view.len() < st.limit {
+                st.limit = 0;
+                limit_hit = true;
+            }
+            RecvEntry {
+                wr_id: wqe.wr_id,
+                sges,
+            }
+        };
+        if limit_hit {
+            if let Some(ev) = &self.events {
+                ev.limit_reached();
+            }
+        }
+        Ok(Some(entry))
+    }
+
+    /// Slots and SGEs per WQE.
+    pub(crate) fn geometry(&self) -> (u32, u32) {
+        (self.geo.slots, self.max_sge)
+    }
+
+    /// Whether this is an SRQ (shared by QPs), not a QP's own RQ.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.events.is_some()
+    }
+
+    /// Arms the SRQ limit (0 disarms).
+    pub(crate) fn set_limit(&self, limit: u32) {
+        self.st.lock().limit = limit;
+    }
+
+    pub(crate) fn limit(&self) -> u32 {
+        self.st.lock().limit
+    }
+
+    /// Takes every waiting WQE (flush on error).
+    pub(crate) fn drain(&self, mut f: impl FnMut(u64)) {
+        while let Ok(Some(e)) = self.take() {
+            f(e.wr_id)
+        }
+    }
+}
+
+/// A send WQE copied out of the SQ ring, with its SGEs or inline data.
+pub(crate) struct SendEntry {
+    pub(crate) wqe: SendWqe,
+    pub(crate) sges: KVec<Sge>,
+    pub(crate) inline: KVec<u8>,
+}
+
+/// The SQ ring (consumer side). The kernel's indices live in the QP's locked state.
+pub(crate) struct SendRing {
+    pub(crate) ring: Arc<RingBuf>,
+    pub(crate) geo: Geometry,
+}
+
+impl SendRing {
+    /// Accepts the process's producer index into `view`.
+    pub(crate) fn refresh(&self, view: &mut RingView) -> Result<(), RingFault> {
+        let p = self.ring.load_acquire(RING_PRODUCER_OFFSET);
+        view.accept_producer(p)
+            .map(|_| ())
+            .map_err(|_| RingFault::Index)
+    }
+
+    /// Copies the entry at `slot`: its header, then `num_sge` SGEs or `inline_len` bytes,
+    /// bounded by the slot size.
+    pub(crate) fn read(&self, slot: u32) -> Result<SendEntry, RingFault> {
+        let at = self.geo.slot_offset(slot);
+        let mut hdr = [0u8; SEND_WQE_SIZE];
+        self.ring.read(at, &mut hdr).map_err(|_| RingFault::Entry)?;
+        let wqe = SendWqe::from_bytes(&hdr);
+        let body = self.geo.slot_size as usize - SEND_WQE_SIZE;
+        let mut sges = KVec::new();
+        let mut inline = KVec::new();
+        if wqe.flags & crate::uapi::queue::WQE_FLAG_INLINE != 0 {
+            let n = wqe.inline_len as usize;
+            if n > body {
+                return Err(RingFault::Entry);
+            }
+            inline = KVec::from_elem(0u8, n, GFP_KERNEL).map_err(|_| RingFault::Entry)?;
+            self.ring
+                .read(at + SEND_WQE_SIZE, &mut inline)
+                .map_err(|_| RingFault::Entry)?;
+        } else {
+            let n = wqe.num_sge as usize;
+            if n * SGE_SIZE > body {
+                return Err(RingFault::Entry);
+            }
+            let mut raw = [0u8; SGE_SIZE];
+            for i in 0..n {
+                self.ring
+                    .read(at + SEND_WQE_SIZE + i * SGE_SIZE, &mut raw)
+                    .map_err(|_| RingFault::Entry)?;
+                sges.push(sge_from(&raw), GFP_KERNEL)
+                    .map_err(|_| RingFault::Entry)?;
+            }
+        }
+        Ok(SendEntry { wqe, sges, inline })
+    }
+
+    /// Publishes the kernel's consumer index: the process may reuse the slots before it.
+    pub(crate) fn publish_consumer(&self, consumer: u32) {
+        self.ring.store_release(RING_CONSUMER_OFFSET, consumer);
+    }
+
+    /// Marks the kernel busy with this queue (no doorbell needed).
+    pub(crate) fn set_busy(&self) {
+        self.ring.fetch_or(RING_FLAGS_OFFSET, RING_FLAG_KERNEL_BUSY);
+    }
+
+    /// Clears the busy mark (with a full barrier); the caller re-checks the producer after.
+    pub(crate) fn clear_busy(&self) {
+        self.ring
+            .fetch_clear(RING_FLAGS_OFFSET, RING_FLAG_KERNEL_BUSY);
+    }
+}

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+//! RoCE v2 packet I/O: building a complete IP/UDP/IBA packet into an skb and sending it
+//! along a route looked up in the device's network namespace; receiving from the module's
+//! UDP tunnels (one per namespace with an active oxroce device) and handing packets to the
+//! device's engine.
+
+use crate::ox::net::NetDeviceRef;
+use crate::ox::route::Route;
+use crate::ox::skb::{RxSkb, Skb, SkbQueue};
+use crate::ox::udp_tunnel::UdpEncapReceiver;
+use crate::ox::workqueue;
+use crate::wire::icrc::{self, Encap, ICRC_LEN};
+use crate::wire::ip::{self, IpAddr, IpUdp};
+use crate::wire::packet::{self, Headers};
+use kernel::{
+    alloc::flags::GFP_KERNEL,
+    impl_has_work, new_work,
+    prelude::*,
+    sync::Arc,
+    workqueue::{Work, WorkItem},
+};
+
+/// The addresses and header fields of a connection's packets.
+#[derive(Clone, Copy)]
+pub(crate) struct TxPath {
+    pub(crate) src: IpAddr,
+    pub(crate) dst: IpAddr,
+    pub(crate) traffic_class: u8,
+    pub(crate) flow_label: u32,
+    pub(crate) hop_limit: u8,
+    pub(crate) sport: u16,
+}
+
+/// Builds and sends one packet: IP and UDP headers, `h`, `payload_len` bytes that `fill`
+/// writes (false: abandon the packet), pad, ICRC.
+pub(crate) fn send(
+    nd: &NetDeviceRef<'_>,
+    p: &TxPath,
+    ip_id: u16,
+    h: &Headers,
+    payload_len: usize,
+    fill: impl FnOnce(&mut [u8]) -> bool,
+) -> Result {
+    let ip_len = p.dst.headers_len();
+    let iba_len = packet::packet_len(h, payload_len).ok_or(EINVAL)?;
+    let total = ip_len + iba_len + ICRC_LEN;
+    let mut skb = Skb::alloc_tx(nd, total)?;
+    let buf = skb.data_mut();
+    let hl = packet::write_headers(h, payload_len, &mut buf[ip_len..]).map_err(|_| EINVAL)?;
+    let at = ip_len + hl;
+    if !fill(&mut buf[at..at + payload_len]) {
+        return Err(EFAULT);
+    }
+    let hdr = IpUdp {
+        src: p.src,
+        dst: p.dst,
+        traffic_class: p.traffic_class,
+        flow_label: p.flow_label,
+        hop_limit: p.hop_limit,
+        id: ip_id,
+        sport: p.sport,
+        dport: icrc::ROCE_V2_UDP_PORT,
+    };
+    ip::write_headers(&hdr, buf).map_err(|_| EINVAL)?;
+    let encap = match p.dst {
+        IpAddr::V4(_) => Encap::RoceV2Ipv4,
+        IpAddr::V6(_) => Encap::RoceV2Ipv6,
+    };
+    icrc::fill(encap, buf).map_err(|_| EINVAL)?;
+    let route = match (p.src, p.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => Route::v4(nd, s, d, p.traffic_class)?,
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            ip::fill_udp6_checksum(buf).map_err(|_| EINVAL)?;
+            Route::v6(nd, s, d, p.traffic_class, p.flow_label)?
+        }
+        _ => return Err(EINVAL),
+    };
+    skb.xmit(&route)
+}
+
+/// Receives RoCE v2 packets from every tunnel (softirq) and queues them for [`RxWork`].
+pub(crate) struct RoceRx {
+    inner: Arc<RxWork>,
+}
+
+/// Process-context reception: finds each packet's device and runs its engine.
+#[pin_data]
+pub(crate) struct RxWork {
+    queue: SkbQueue<RxSkb>,
+    #[pin]
+    work: Work<RxWork>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for RxWork { self.work }
+}
+
+impl RoceRx {
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        let queue = SkbQueue::new(GFP_KERNEL)?;
+        let inner = Arc::pin_init(
+            pin_init!(RxWork {
+                queue,
+                work <- new_work!("oxrdma_rx"),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Arc::new(Self { inner }, GFP_KERNEL)?)
+    }
+}
+
+/// Packets waiting beyond this are dropped (RC recovers by retransmission).
+const RX_BACKLOG: usize = 8192;
+
+impl UdpEncapReceiver for RoceRx {
+    fn receive(&self, pkt: RxSkb) {
+        if self.inner.queue.len() >= RX_BACKLOG {
+            pkt.discard();
+            return;
+        }
+        self.inner.queue.push(pkt);
+        let _ = workqueue::queue().enqueue(self.inner.clone());
+    }
+}
+
+impl WorkItem for RxWork {
+    type Pointer = Arc<RxWork>;
+
+    fn run(this: Arc<RxWork>) {
+        let mut cached: Option<(usize, Arc<crate::engine::Engine>)> = None;
+        let mut budget = 256;
+        while let Some(skb) = this.queue.pop() {
+            let id = skb.ingress_id();
+            let engine = match &cached {
+                Some((cid, e)) if *cid == id => Some(e.clone()),
+                _ => {
+                    let e = crate::link::engine_for(id);
+                    if let Some(e) = &e {
+                        cached = Some((id, e.clone()));
+                    }
+                    e
+                }
+            };
+            match engine {
+                Some(e) => e.receive(skb.ip_packet()),
+                None => skb.discard(),
+            }
+            budget -= 1;
+            if budget == 0 {
+                // Let other work run; continue in a fresh pass.
+                let _ = workqueue::queue().enqueue(this.clone());
+                return;
+            }
+        }
+    }
+}

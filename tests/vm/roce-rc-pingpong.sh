@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# RC over RoCE v2 between two oxroce devices in two network namespaces: ibv_rc_pingpong with its
+# buffer check (-c), over IPv4 and over IPv6 GIDs, several message sizes (one packet, several
+# packets, not a multiple of the MTU). rxe cannot do this on 6.12 (init_net only).
+set -euo pipefail
+# shellcheck source=tests/vm/lib.sh
+. "$OX_ROOT/tests/vm/lib.sh"
+
+iters=200
+
+ns_pair
+use_provider
+rdma_link_add -n "$NS_A" oxa_r oxroce "$NS_A_DEV"
+rdma_link_add -n "$NS_B" oxb_r oxroce "$NS_B_DEV"
+
+gid_a=$(roce_gid_index oxa_r "$(ipv4_gid "$NS_A_IP4")") || fail "no RoCE v2 IPv4 GID on oxa_r"
+gid_b=$(roce_gid_index oxb_r "$(ipv4_gid "$NS_B_IP4")") || fail "no RoCE v2 IPv4 GID on oxb_r"
+info "GID indexes: oxa_r $gid_a, oxb_r $gid_b"
+
+check_side() {
+	local side=$1 out=$2 n=$3
+	[[ $out =~ (^|$'\n')([0-9]+)\ bytes\ in\ [0-9.]+\ seconds ]] ||
+		fail "$side: no 'N bytes in S seconds' line in: $out"
+	[[ $out =~ (^|$'\n')([0-9]+)\ iters\ in\ [0-9.]+\ seconds ]] ||
+		fail "$side: no 'N iters in S seconds' line in: $out"
+	expect_eq "${BASH_REMATCH[2]}" "$n" "$side: completed iterations"
+	expect_no_match "$out" 'invalid data' "$side: buffer check"
+}
+
+for size in 1 4096 9000; do
+	info "IPv4, $size-byte messages"
+	run_pair_ns --port 18515 120 \
+		ibv_rc_pingpong -d oxb_r -g "$gid_b" -n "$iters" -s "$size" -c -- \
+		ibv_rc_pingpong -d oxa_r -g "$gid_a" -n "$iters" -s "$size" -c "$NS_B_IP4"
+	check_side server "$PAIR_SERVER_OUT" "$iters"
+	check_side client "$PAIR_CLIENT_OUT" "$iters"
+	info "server: $(grep -E 'bytes in|iters in' <<<"$PAIR_SERVER_OUT" | tr '\n' ' ')"
+done
+
+pass
