@@ -12,14 +12,24 @@
 //!   safe modules below, and never let a panic cross into C.
 //! * [`device`]: which sysfs devices are oxrdma's (matching), the per-device structure.
 //! * [`context`]: the user context (`ALLOC_UCONTEXT` response checks), query helpers.
-//! * [`pd`]: protection domains.
-//!
-//! The queue pair and completion queue rings (`qp`, `cq`) come with the data path.
+//! * [`pd`]: protection domains; [`mr`]: memory regions.
+//! * [`ring`]: the provider's side of the shared rings ([`ring::MappedRing`] over an
+//!   [`ffi::Mapping`], the room and index checks), used by
+//! * [`cq`] (polling the kernel-produced CQ ring), [`send`] (`ibv_send_wr` to send slots and
+//!   the doorbell decision), [`recv`] (`ibv_recv_wr` to receive slots), [`qp`] and [`srq`]
+//!   (create responses, one lock per ring).
 //!
 //! Every structure shared with the kernel comes from the `oxrdma-uapi` crate, the single
 //! definition of the user/kernel ABI.
 
 mod context;
+mod cq;
 mod device;
 mod ffi;
+mod mr;
 mod pd;
+mod qp;
+mod recv;
+mod ring;
+mod send;
+mod srq;

@@ -59,6 +59,28 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+impl Sge {
+    /// The slot bytes of this SGE.
+    pub fn to_bytes(&self) -> [u8; SGE_SIZE] {
+        let mut b = [0u8; SGE_SIZE];
+        b[0..8].copy_from_slice(&self.addr.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.length.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.lkey.to_ne_bytes());
+        b
+    }
+
+    /// The SGE from its slot bytes (a private copy).
+    pub fn from_bytes(b: &[u8; SGE_SIZE]) -> Self {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[0..8]);
+        Self {
+            addr: u64::from_ne_bytes(a),
+            length: u32::from_ne_bytes([b[8], b[9], b[10], b[11]]),
+            lkey: u32::from_ne_bytes([b[12], b[13], b[14], b[15]]),
+        }
+    }
+}
+
 /// Send work request opcodes (`enum ib_uverbs_wr_opcode`) oxrdma accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -285,6 +307,28 @@ pub struct RecvWqe {
     pub reserved: u32,
 }
 
+impl RecvWqe {
+    /// The slot bytes of this header.
+    pub fn to_bytes(&self) -> [u8; RECV_WQE_SIZE] {
+        let mut b = [0u8; RECV_WQE_SIZE];
+        b[0..8].copy_from_slice(&self.wr_id.to_ne_bytes());
+        b[8..12].copy_from_slice(&self.num_sge.to_ne_bytes());
+        b[12..16].copy_from_slice(&self.reserved.to_ne_bytes());
+        b
+    }
+
+    /// The header from the first [`RECV_WQE_SIZE`] bytes of a slot (a private copy).
+    pub fn from_bytes(b: &[u8; RECV_WQE_SIZE]) -> Self {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[0..8]);
+        Self {
+            wr_id: u64::from_ne_bytes(a),
+            num_sge: u32::from_ne_bytes([b[8], b[9], b[10], b[11]]),
+            reserved: u32::from_ne_bytes([b[12], b[13], b[14], b[15]]),
+        }
+    }
+}
+
 /// Completion opcodes (`enum ib_uverbs_wc_opcode`).
 pub mod wc_opcode {
     /// SEND completed.
@@ -400,6 +444,38 @@ impl Cqe {
         b[46..48].copy_from_slice(&self.vlan_id.to_ne_bytes());
         b[48..64].copy_from_slice(&self.reserved1);
         b
+    }
+
+    /// The completion from its slot bytes (a private copy), the inverse of [`Cqe::to_bytes`].
+    pub fn from_bytes(b: &[u8; CQE_SIZE]) -> Self {
+        let u16_at = |o: usize| u16::from_ne_bytes([b[o], b[o + 1]]);
+        let u32_at = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let mut wr_id = [0u8; 8];
+        wr_id.copy_from_slice(&b[0..8]);
+        let mut smac = [0u8; 6];
+        smac.copy_from_slice(&b[40..46]);
+        let mut reserved1 = [0u8; 16];
+        reserved1.copy_from_slice(&b[48..64]);
+        Self {
+            wr_id: u64::from_ne_bytes(wr_id),
+            status: b[8],
+            opcode: b[9],
+            wc_flags: u16_at(10),
+            vendor_err: u32_at(12),
+            byte_len: u32_at(16),
+            imm_or_inv: u32_at(20),
+            qp_num: u32_at(24),
+            src_qp: u32_at(28),
+            pkey_index: u16_at(32),
+            slid: u16_at(34),
+            sl: b[36],
+            dlid_path_bits: b[37],
+            network_hdr_type: b[38],
+            reserved0: b[39],
+            smac,
+            vlan_id: u16_at(46),
+            reserved1,
+        }
     }
 }
 
@@ -528,6 +604,49 @@ mod tests {
     }
 
     #[test]
+    fn sge_recv_and_cqe_bytes_round_trip() {
+        let s = Sge {
+            addr: 0x0102_0304_0506_0708,
+            length: 0x1111_2222,
+            lkey: 0x3333_4444,
+        };
+        let b = s.to_bytes();
+        assert_eq!(u64::from_ne_bytes(b[0..8].try_into().unwrap()), s.addr);
+        assert_eq!(u32::from_ne_bytes(b[8..12].try_into().unwrap()), s.length);
+        assert_eq!(u32::from_ne_bytes(b[12..16].try_into().unwrap()), s.lkey);
+        assert_eq!(Sge::from_bytes(&b), s);
+        let r = RecvWqe {
+            wr_id: u64::MAX - 1,
+            num_sge: 3,
+            reserved: 0,
+        };
+        let rb = r.to_bytes();
+        assert_eq!(u32::from_ne_bytes(rb[8..12].try_into().unwrap()), 3);
+        assert_eq!(RecvWqe::from_bytes(&rb), r);
+        let c = Cqe {
+            wr_id: 0xfeed,
+            status: wc_status::WR_FLUSH_ERR,
+            opcode: wc_opcode::RECV,
+            wc_flags: WC_FLAG_GRH | WC_FLAG_WITH_INV,
+            vendor_err: 7,
+            byte_len: 4096,
+            imm_or_inv: 0x1234_5678,
+            qp_num: 17,
+            src_qp: 18,
+            pkey_index: 1,
+            slid: 2,
+            sl: 3,
+            dlid_path_bits: 4,
+            network_hdr_type: 2,
+            reserved0: 0,
+            smac: [9, 8, 7, 6, 5, 4],
+            vlan_id: 0xffff,
+            reserved1: [0xab; 16],
+        };
+        assert_eq!(Cqe::from_bytes(&c.to_bytes()), c);
+    }
+
+    #[test]
     fn slot_sizes() {
         assert_eq!(send_slot_size(1, 0), 128);
         assert_eq!(send_slot_size(4, 64), 128);
@@ -559,6 +678,16 @@ mod tests {
                     }
                     prop_assert_eq!(v.opcode as u8, v.wqe.opcode);
                 }
+            }
+
+            /// Any 64 bytes decode as a completion and encode back unchanged.
+            #[test]
+            fn cqe_bytes_round_trip(lo in proptest::array::uniform32(any::<u8>()),
+                                    hi in proptest::array::uniform32(any::<u8>())) {
+                let mut b = [0u8; CQE_SIZE];
+                b[..32].copy_from_slice(&lo);
+                b[32..].copy_from_slice(&hi);
+                prop_assert_eq!(Cqe::from_bytes(&b).to_bytes(), b);
             }
         }
     }

@@ -13,7 +13,13 @@
 //! libibverbs.so.1 exports are called.
 #![allow(unsafe_code)]
 
+mod mapping;
+mod queues;
 pub(crate) mod sys;
+
+pub(crate) use mapping::Mapping;
+#[cfg(test)]
+pub(crate) use queues::wc_imm;
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::mem::{offset_of, size_of};
@@ -77,6 +83,23 @@ static CONTEXT_OPS: CStatic<sys::verbs_context_ops> = CStatic(sys::verbs_context
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
+    create_cq: Some(queues::create_cq),
+    destroy_cq: Some(queues::destroy_cq),
+    poll_cq: Some(queues::poll_cq),
+    req_notify_cq: Some(queues::req_notify_cq),
+    reg_mr: Some(queues::reg_mr),
+    dereg_mr: Some(queues::dereg_mr),
+    create_qp: Some(queues::create_qp),
+    query_qp: Some(queues::query_qp),
+    modify_qp: Some(queues::modify_qp),
+    destroy_qp: Some(queues::destroy_qp),
+    post_send: Some(queues::post_send),
+    post_recv: Some(queues::post_recv),
+    create_srq: Some(queues::create_srq),
+    modify_srq: Some(queues::modify_srq),
+    query_srq: Some(queues::query_srq),
+    destroy_srq: Some(queues::destroy_srq),
+    post_srq_recv: Some(queues::post_srq_recv),
     ..NO_CONTEXT_OPS
 });
 
@@ -105,6 +128,12 @@ fn guard<R>(on_panic: R, body: impl FnOnce() -> R) -> R {
 fn set_errno(e: c_int) {
     // SAFETY: __errno_location returns the calling thread's errno, valid for the thread's life.
     unsafe { *libc::__errno_location() = e }
+}
+
+/// The calling thread's errno.
+fn errno() -> c_int {
+    // SAFETY: as in set_errno.
+    unsafe { *libc::__errno_location() }
 }
 
 /// Logs through libibverbs' `__verbs_log` (shown when `VERBS_LOG_LEVEL` and `VERBS_LOG_FILE`
@@ -438,7 +467,14 @@ mod tests {
         let c = &CONTEXT_OPS.0;
         assert!(c.alloc_pd.is_some() && c.dealloc_pd.is_some() && c.free_context.is_some());
         assert!(c.query_device_ex.is_some() && c.query_port.is_some());
-        assert!(c.create_qp.is_none() && c.post_send.is_none());
+        assert!(c.create_cq.is_some() && c.destroy_cq.is_some() && c.poll_cq.is_some());
+        assert!(c.req_notify_cq.is_some() && c.reg_mr.is_some() && c.dereg_mr.is_some());
+        assert!(c.create_qp.is_some() && c.query_qp.is_some() && c.modify_qp.is_some());
+        assert!(c.destroy_qp.is_some() && c.post_send.is_some() && c.post_recv.is_some());
+        assert!(c.create_srq.is_some() && c.modify_srq.is_some() && c.query_srq.is_some());
+        assert!(c.destroy_srq.is_some() && c.post_srq_recv.is_some());
+        // Not provided: libibverbs keeps its defaults (EOPNOTSUPP, or a no-op cq_event).
+        assert!(c.create_cq_ex.is_none() && c.create_qp_ex.is_none() && c.create_ah.is_none());
     }
 
     #[test]
@@ -447,6 +483,10 @@ mod tests {
         assert_eq!(offset_of!(sys::verbs_device, device), 0);
         assert_eq!(offset_of!(OxContext, ibv_ctx), 0);
         assert_eq!(offset_of!(OxPd, ibv_pd), 0);
+        assert_eq!(offset_of!(crate::cq::OxCq, ibv_cq), 0);
+        assert_eq!(offset_of!(crate::qp::OxQp, ibv_qp), 0);
+        assert_eq!(offset_of!(crate::srq::OxSrq, ibv_srq), 0);
+        assert_eq!(offset_of!(crate::mr::OxMr, vmr), 0);
     }
 
     #[test]

@@ -1,0 +1,709 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The `verbs_context_ops` entry points of the data path: CQs, MRs, QPs, SRQs and posting.
+//!
+//! Each object is a `#[repr(C)]` Rust structure whose first member is libibverbs' structure
+//! (`ibv_cq`, `verbs_mr`, `ibv_qp`, `ibv_srq`), allocated by `Box` and handed to libibverbs
+//! as a pointer to that member. libibverbs and the application write the first member
+//! (states, event counters, the pthread mutex) whenever they like, so Rust references are
+//! only ever formed to the provider's own `inner` member ([`inner_of`]).
+
+use core::ffi::{c_int, c_void};
+use core::mem::size_of;
+use core::ptr;
+
+use oxrdma_uapi::queue::Sge;
+
+use super::mapping::{doorbell, gather_inline};
+use super::{guard, log_err, set_errno, sys, verbs_ctx};
+use crate::cq::{CqInner, CreateCqRespBuf, OxCq};
+use crate::mr::OxMr;
+use crate::qp::{CreateQpRespBuf, OxQp, QpGrant, QpInner};
+use crate::recv::{RecvQueue, RecvWr};
+use crate::ring::{PostError, SetupError};
+use crate::send::{self, AtomicFields, RdmaFields, SendWr, Target, TargetKind, UdFields};
+use crate::srq::{CreateSrqRespBuf, OxSrq, SrqInner, MODIFY_SRQ_SUPPORTED};
+
+// `ibv_sge` and the uapi `Sge` are the same 16 bytes: SGE lists are read in place.
+const _: () = {
+    assert!(size_of::<sys::ibv_sge>() == size_of::<Sge>());
+    assert!(core::mem::align_of::<sys::ibv_sge>() == core::mem::align_of::<Sge>());
+    assert!(core::mem::offset_of!(sys::ibv_sge, addr) == core::mem::offset_of!(Sge, addr));
+    assert!(core::mem::offset_of!(sys::ibv_sge, length) == core::mem::offset_of!(Sge, length));
+    assert!(core::mem::offset_of!(sys::ibv_sge, lkey) == core::mem::offset_of!(Sge, lkey));
+};
+
+/// `Option<&Inner>`: the provider part (`inner`) of an `OxCq`, `OxQp` or `OxSrq`, from
+/// libibverbs' pointer to its first member.
+macro_rules! inner_of {
+    ($ptr:expr, $ty:ty) => {{
+        let p = $ptr.cast::<$ty>();
+        // SAFETY: libibverbs only passes objects this provider created, each the first
+        // member of a live Box<$ty>; only the `inner` member is borrowed, which nothing but
+        // this provider touches, and it is not changed after creation.
+        unsafe { (*ptr::addr_of!((*p).inner)).as_ref() }
+    }};
+}
+
+/// The SGE list of a work request as a slice; `None` if `num_sge` is negative or the list
+/// pointer is NULL with entries.
+///
+/// # Safety
+/// `sg_list` must point to `num_sge` readable `ibv_sge`s that live for `'a` (the verbs
+/// contract for the duration of a post call).
+unsafe fn sge_list<'a>(sg_list: *const sys::ibv_sge, num_sge: c_int) -> Option<&'a [Sge]> {
+    let n = usize::try_from(num_sge).ok()?;
+    if n == 0 {
+        return Some(&[]);
+    }
+    if sg_list.is_null() {
+        return None;
+    }
+    // SAFETY: per the contract; ibv_sge and Sge have the same layout (asserted above).
+    Some(unsafe { core::slice::from_raw_parts(sg_list.cast::<Sge>(), n) })
+}
+
+/// One `ibv_send_wr` as a [`SendWr`], reading only the union members its opcode uses.
+///
+/// # Safety
+/// `w` is a work request passed to `ibv_post_send` (its SGE list valid for the call).
+unsafe fn send_wr(w: &sys::ibv_send_wr, ud: bool) -> Option<SendWr<'_>> {
+    // SAFETY: per the contract.
+    let sges = unsafe { sge_list(w.sg_list, w.num_sge) }?;
+    let imm_or_inv = if send::uses_imm_or_inv(w.opcode) {
+        // SAFETY: both members of this union are u32s; the opcode says the caller set one.
+        unsafe { w.__bindgen_anon_1.imm_data }
+    } else {
+        0
+    };
+    // The opcode and QP type say which member the caller set; only that one is read.
+    let target = match send::target_kind(w.opcode, ud) {
+        TargetKind::None => Target::None,
+        TargetKind::Rdma => {
+            // SAFETY: the member the caller set for this opcode; plain integers.
+            let r = unsafe { w.wr.rdma };
+            Target::Rdma(RdmaFields {
+                remote_addr: r.remote_addr,
+                rkey: r.rkey,
+            })
+        }
+        TargetKind::Atomic => {
+            // SAFETY: the member the caller set for this opcode; plain integers.
+            let a = unsafe { w.wr.atomic };
+            Target::Atomic(AtomicFields {
+                remote_addr: a.remote_addr,
+                compare_add: a.compare_add,
+                swap: a.swap,
+                rkey: a.rkey,
+            })
+        }
+        TargetKind::Ud => {
+            // SAFETY: the member the caller set on a UD QP; the `ah` pointer is copied, not
+            // dereferenced.
+            let u = unsafe { w.wr.ud };
+            Target::Ud(UdFields {
+                remote_qpn: u.remote_qpn,
+                remote_qkey: u.remote_qkey,
+            })
+        }
+    };
+    Some(SendWr {
+        wr_id: w.wr_id,
+        opcode: w.opcode,
+        send_flags: w.send_flags,
+        imm_or_inv,
+        target,
+        sges,
+    })
+}
+
+/// Posts the receive list `wr` into `rq`; the errno, with `*bad_wr` set on failure.
+///
+/// # Safety
+/// `wr` is NULL or a list of valid `ibv_recv_wr`s; `bad_wr` is NULL or writable.
+unsafe fn post_recv_list(
+    rq: &mut RecvQueue,
+    mut wr: *mut sys::ibv_recv_wr,
+    bad_wr: *mut *mut sys::ibv_recv_wr,
+) -> c_int {
+    let mut err = 0;
+    while !wr.is_null() {
+        // SAFETY: per the contract, a valid work request for the call's duration.
+        let w = unsafe { &*wr };
+        // SAFETY: as above, its SGE list is valid for the call.
+        let r = match unsafe { sge_list(w.sg_list, w.num_sge) } {
+            Some(sges) => rq.post(&RecvWr {
+                wr_id: w.wr_id,
+                sges,
+            }),
+            None => Err(PostError::Invalid),
+        };
+        if let Err(e) = r {
+            err = e.errno();
+            if !bad_wr.is_null() {
+                // SAFETY: per the contract, writable.
+                unsafe { *bad_wr = wr };
+            }
+            break;
+        }
+        wr = w.next;
+    }
+    rq.finish();
+    err
+}
+
+/// The end of a create verb whose kernel object exists but whose rings could not be set up:
+/// logs, destroys the kernel object (`destroy`), sets errno and returns NULL.
+fn setup_failed<T>(
+    ctx: *mut sys::ibv_context,
+    verb: &str,
+    e: SetupError,
+    destroy: impl FnOnce(),
+) -> *mut T {
+    // SAFETY: ctx is the context member of a live verbs_context (the object's context).
+    log_err(unsafe { verbs_ctx(ctx) }, &format!("{verb}: {e}"));
+    destroy();
+    set_errno(e.errno());
+    ptr::null_mut()
+}
+
+// ---- completion queues ------------------------------------------------------------------
+
+/// `ibv_create_cq`: `CREATE_CQ`, then map the CQ ring. libibverbs runs `verbs_init_cq`.
+pub(super) unsafe extern "C" fn create_cq(
+    ibctx: *mut sys::ibv_context,
+    cqe: c_int,
+    channel: *mut sys::ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut sys::ibv_cq {
+    guard(ptr::null_mut(), || {
+        let mut cq = OxCq::new();
+        let mut cmd = sys::ibv_create_cq::default();
+        let mut resp = CreateCqRespBuf::default();
+        // SAFETY: ibctx is a live context of this provider (channel NULL or live, as the
+        // caller passed it); cq, cmd and resp are live buffers of the sizes given, the
+        // response buffer being core part then oxrdma's. The kernel keeps cq's address as
+        // the CQ's user handle: it is a Box, which does not move.
+        let ret = unsafe {
+            sys::ibv_cmd_create_cq(
+                ibctx,
+                cqe,
+                channel,
+                comp_vector,
+                &mut cq.ibv_cq,
+                &mut cmd,
+                size_of::<sys::ibv_create_cq>(),
+                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_cq_resp>(),
+                size_of::<CreateCqRespBuf>(),
+            )
+        };
+        if ret != 0 {
+            set_errno(ret);
+            return ptr::null_mut();
+        }
+        // SAFETY: ibctx is live; cmd_fd does not change during its life.
+        let cmd_fd = unsafe { (*ibctx).cmd_fd };
+        match CqInner::setup(cmd_fd, &resp.drv) {
+            Ok(inner) => cq.inner = Some(inner),
+            Err(e) => {
+                return setup_failed(ibctx, "create_cq", e, || {
+                    // SAFETY: the CQ was created above and is known to nobody else.
+                    unsafe { sys::ibv_cmd_destroy_cq(&mut cq.ibv_cq) };
+                });
+            }
+        }
+        // `ibv_cq` is OxCq's first field (repr(C)): the pointers share an address.
+        Box::into_raw(cq).cast::<sys::ibv_cq>()
+    })
+}
+
+/// `ibv_destroy_cq`: `DESTROY_CQ`, then unmap the ring and free.
+pub(super) unsafe extern "C" fn destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: cq is a live CQ from create_cq.
+        let ret = unsafe { sys::ibv_cmd_destroy_cq(cq) };
+        if ret != 0 {
+            return ret;
+        }
+        // SAFETY: cq came from create_cq's Box<OxCq>; the kernel object is gone and neither
+        // libibverbs nor the application uses it after a successful destroy. Dropping it
+        // unmaps the ring.
+        drop(unsafe { Box::from_raw(cq.cast::<OxCq>()) });
+        0
+    })
+}
+
+/// `ibv_poll_cq`: up to `ne` completions from the CQ ring, no system call.
+pub(super) unsafe extern "C" fn poll_cq(
+    cq: *mut sys::ibv_cq,
+    ne: c_int,
+    wc: *mut sys::ibv_wc,
+) -> c_int {
+    guard(-1, || {
+        let Some(inner) = inner_of!(cq, OxCq) else {
+            return -1;
+        };
+        let max = usize::try_from(ne).unwrap_or(0);
+        if max == 0 {
+            return 0;
+        }
+        let mut i = 0usize;
+        let r = inner.poll(max, |w| {
+            assert!(i < max);
+            // SAFETY: the caller gave room for `ne` entries at wc; i < ne (checked).
+            unsafe { wc.add(i).write(w) };
+            i += 1;
+        });
+        match r {
+            Ok(n) => n as c_int,
+            Err(e) => {
+                // SAFETY: cq is live; its context pointer is set at creation and constant,
+                // and is the context member of a live verbs_context.
+                let ctx = unsafe { verbs_ctx(ptr::addr_of!((*cq).context).read()) };
+                log_err(ctx, &e.to_string());
+                -1
+            }
+        }
+    })
+}
+
+/// `ibv_req_notify_cq`: through the kernel (`REQ_NOTIFY_CQ`).
+pub(super) unsafe extern "C" fn req_notify_cq(
+    cq: *mut sys::ibv_cq,
+    solicited_only: c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: cq is a live CQ from create_cq.
+        unsafe { sys::ibv_cmd_req_notify_cq(cq, solicited_only) }
+    })
+}
+
+// ---- memory regions ---------------------------------------------------------------------
+
+/// `ibv_reg_mr`: `REG_MR`; libibverbs then fills `context`, `pd`, `addr`, `length`.
+pub(super) unsafe extern "C" fn reg_mr(
+    pd: *mut sys::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    hca_va: u64,
+    access: c_int,
+) -> *mut sys::ibv_mr {
+    guard(ptr::null_mut(), || {
+        let mut mr = OxMr::new();
+        let mut cmd = sys::ibv_reg_mr::default();
+        let mut resp = sys::ib_uverbs_reg_mr_resp::default();
+        // SAFETY: pd is a live PD of this provider; the range is the caller's (checked and
+        // pinned by the kernel); mr, cmd and resp are live buffers of the sizes given.
+        let ret = unsafe {
+            sys::ibv_cmd_reg_mr(
+                pd,
+                addr,
+                length,
+                hca_va,
+                access,
+                &mut mr.vmr,
+                &mut cmd,
+                size_of::<sys::ibv_reg_mr>(),
+                &mut resp,
+                size_of::<sys::ib_uverbs_reg_mr_resp>(),
+            )
+        };
+        if ret != 0 {
+            set_errno(ret);
+            return ptr::null_mut();
+        }
+        // `vmr.ibv_mr` is at offset 0 of OxMr.
+        Box::into_raw(mr).cast::<sys::ibv_mr>()
+    })
+}
+
+/// `ibv_dereg_mr`.
+pub(super) unsafe extern "C" fn dereg_mr(vmr: *mut sys::verbs_mr) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: vmr is a live MR from reg_mr.
+        let ret = unsafe { sys::ibv_cmd_dereg_mr(vmr) };
+        if ret != 0 {
+            return ret;
+        }
+        // SAFETY: vmr came from reg_mr's Box<OxMr> (vmr at offset 0); it is not used after a
+        // successful deregistration.
+        drop(unsafe { Box::from_raw(vmr.cast::<OxMr>()) });
+        0
+    })
+}
+
+// ---- queue pairs ------------------------------------------------------------------------
+
+/// `ibv_create_qp`: `CREATE_QP`, then map the SQ ring and (without an SRQ) the RQ ring. The
+/// granted capabilities end up in `attr->cap`.
+pub(super) unsafe extern "C" fn create_qp(
+    pd: *mut sys::ibv_pd,
+    attr: *mut sys::ibv_qp_init_attr,
+) -> *mut sys::ibv_qp {
+    guard(ptr::null_mut(), || {
+        let mut qp = OxQp::new();
+        let mut cmd = sys::ibv_create_qp::default();
+        let mut resp = CreateQpRespBuf::default();
+        // SAFETY: pd is a live PD of this provider, attr the caller's init attributes
+        // (CQs, SRQ live); qp, cmd and resp are live buffers of the sizes given. The kernel
+        // keeps qp's address as the user handle: a Box does not move.
+        let ret = unsafe {
+            sys::ibv_cmd_create_qp(
+                pd,
+                &mut qp.ibv_qp,
+                attr,
+                &mut cmd,
+                size_of::<sys::ibv_create_qp>(),
+                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
+                size_of::<CreateQpRespBuf>(),
+            )
+        };
+        if ret != 0 {
+            set_errno(ret);
+            return ptr::null_mut();
+        }
+        // SAFETY: attr is the caller's, valid for the call; ibv_cmd_create_qp has written the
+        // granted capabilities into attr->cap on both the ioctl and the write path.
+        let a = unsafe { &*attr };
+        let grant = QpGrant {
+            cap: a.cap,
+            has_srq: !a.srq.is_null(),
+            sig_all: a.sq_sig_all != 0,
+            ud: a.qp_type == sys::ibv_qp_type_IBV_QPT_UD,
+            qp_num: qp.ibv_qp.qp_num,
+            handle: qp.ibv_qp.handle,
+        };
+        // SAFETY: pd and its context are live.
+        let (ctx, cmd_fd) = unsafe { ((*pd).context, (*(*pd).context).cmd_fd) };
+        match QpInner::setup(cmd_fd, &resp.drv, &grant) {
+            Ok(inner) => qp.inner = Some(inner),
+            Err(e) => {
+                return setup_failed(ctx, "create_qp", e, || {
+                    // SAFETY: the QP was created above and is known to nobody else.
+                    unsafe { sys::ibv_cmd_destroy_qp(&mut qp.ibv_qp) };
+                });
+            }
+        }
+        // SAFETY: attr is the caller's, writable; the caps the rings were built for.
+        unsafe { (*attr).cap = grant.cap };
+        Box::into_raw(qp).cast::<sys::ibv_qp>()
+    })
+}
+
+/// `ibv_query_qp`.
+pub(super) unsafe extern "C" fn query_qp(
+    qp: *mut sys::ibv_qp,
+    attr: *mut sys::ibv_qp_attr,
+    attr_mask: c_int,
+    init_attr: *mut sys::ibv_qp_init_attr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let mut cmd = sys::ibv_query_qp::default();
+        // SAFETY: arguments as libibverbs passed them; cmd is a live local of the size given.
+        unsafe {
+            sys::ibv_cmd_query_qp(
+                qp,
+                attr,
+                attr_mask,
+                init_attr,
+                &mut cmd,
+                size_of::<sys::ibv_query_qp>(),
+            )
+        }
+    })
+}
+
+/// `ibv_modify_qp`.
+pub(super) unsafe extern "C" fn modify_qp(
+    qp: *mut sys::ibv_qp,
+    attr: *mut sys::ibv_qp_attr,
+    attr_mask: c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        let mut cmd = sys::ibv_modify_qp::default();
+        // SAFETY: arguments as libibverbs passed them; cmd is a live local of the size given.
+        unsafe {
+            sys::ibv_cmd_modify_qp(
+                qp,
+                attr,
+                attr_mask,
+                &mut cmd,
+                size_of::<sys::ibv_modify_qp>(),
+            )
+        }
+    })
+}
+
+/// `ibv_destroy_qp`: `DESTROY_QP`, then unmap the rings and free.
+pub(super) unsafe extern "C" fn destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: qp is a live QP from create_qp.
+        let ret = unsafe { sys::ibv_cmd_destroy_qp(qp) };
+        if ret != 0 {
+            return ret;
+        }
+        // SAFETY: qp came from create_qp's Box<OxQp> and is not used after a successful
+        // destroy. Dropping it unmaps both rings.
+        drop(unsafe { Box::from_raw(qp.cast::<OxQp>()) });
+        0
+    })
+}
+
+/// `ibv_post_send`: the work requests into the SQ ring, then the doorbell if the kernel is
+/// not busy with the queue.
+pub(super) unsafe extern "C" fn post_send(
+    qp: *mut sys::ibv_qp,
+    mut wr: *mut sys::ibv_send_wr,
+    bad_wr: *mut *mut sys::ibv_send_wr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let Some(inner) = inner_of!(qp, OxQp) else {
+            return libc::EINVAL;
+        };
+        let mut err = 0;
+        let ring = {
+            let mut sq = inner.lock_sq();
+            let ud = sq.caps().ud;
+            while !wr.is_null() {
+                // SAFETY: the caller's list of valid work requests, for the call.
+                let w = unsafe { &*wr };
+                // SAFETY: w is such a work request.
+                let r = match unsafe { send_wr(w, ud) } {
+                    Some(s) => sq.post(&s, |out| {
+                        // SAFETY: an inline work request's SGEs describe readable bytes
+                        // of the caller's, read during ibv_post_send.
+                        unsafe { gather_inline(s.sges, out) }
+                    }),
+                    None => Err(PostError::Invalid),
+                };
+                if let Err(e) = r {
+                    err = e.errno();
+                    if !bad_wr.is_null() {
+                        // SAFETY: the caller's out-pointer, writable.
+                        unsafe { *bad_wr = wr };
+                    }
+                    break;
+                }
+                wr = w.next;
+            }
+            sq.finish()
+        };
+        if ring {
+            if let Err(e) = doorbell(inner.cmd_fd, inner.handle) {
+                if err == 0 {
+                    err = e;
+                }
+            }
+        }
+        err
+    })
+}
+
+/// `ibv_post_recv`: the work requests into the RQ ring (EINVAL for a QP with an SRQ).
+pub(super) unsafe extern "C" fn post_recv(
+    qp: *mut sys::ibv_qp,
+    wr: *mut sys::ibv_recv_wr,
+    bad_wr: *mut *mut sys::ibv_recv_wr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let Some(mut rq) = inner_of!(qp, OxQp).and_then(QpInner::lock_rq) else {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller's out-pointer, writable.
+                unsafe { *bad_wr = wr };
+            }
+            return libc::EINVAL;
+        };
+        // SAFETY: the caller's list and out-pointer, as ibv_post_recv requires.
+        unsafe { post_recv_list(&mut rq, wr, bad_wr) }
+    })
+}
+
+// ---- shared receive queues --------------------------------------------------------------
+
+/// `ibv_create_srq`: `CREATE_SRQ`, then map the ring. libibverbs fills the `ibv_srq` fields.
+pub(super) unsafe extern "C" fn create_srq(
+    pd: *mut sys::ibv_pd,
+    attr: *mut sys::ibv_srq_init_attr,
+) -> *mut sys::ibv_srq {
+    guard(ptr::null_mut(), || {
+        let mut srq = OxSrq::new();
+        let mut cmd = sys::ibv_create_srq::default();
+        let mut resp = CreateSrqRespBuf::default();
+        // SAFETY: pd is a live PD of this provider, attr the caller's; srq, cmd and resp are
+        // live buffers of the sizes given. A Box does not move (the kernel's user handle).
+        let ret = unsafe {
+            sys::ibv_cmd_create_srq(
+                pd,
+                &mut srq.ibv_srq,
+                attr,
+                &mut cmd,
+                size_of::<sys::ibv_create_srq>(),
+                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_srq_resp>(),
+                size_of::<CreateSrqRespBuf>(),
+            )
+        };
+        if ret != 0 {
+            set_errno(ret);
+            return ptr::null_mut();
+        }
+        // SAFETY: attr is valid for the call; ibv_cmd_create_srq wrote the granted max_wr
+        // and max_sge into it.
+        let granted = unsafe { (*attr).attr };
+        // SAFETY: pd and its context are live.
+        let (ctx, cmd_fd) = unsafe { ((*pd).context, (*(*pd).context).cmd_fd) };
+        match SrqInner::setup(cmd_fd, &resp.drv, granted.max_wr, granted.max_sge) {
+            Ok(inner) => srq.inner = Some(inner),
+            Err(e) => {
+                return setup_failed(ctx, "create_srq", e, || {
+                    // SAFETY: the SRQ was created above and is known to nobody else.
+                    unsafe { sys::ibv_cmd_destroy_srq(&mut srq.ibv_srq) };
+                });
+            }
+        }
+        Box::into_raw(srq).cast::<sys::ibv_srq>()
+    })
+}
+
+/// `ibv_modify_srq`: the limit only (EOPNOTSUPP for resizing).
+pub(super) unsafe extern "C" fn modify_srq(
+    srq: *mut sys::ibv_srq,
+    attr: *mut sys::ibv_srq_attr,
+    attr_mask: c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        if attr_mask as u32 & !MODIFY_SRQ_SUPPORTED != 0 {
+            return libc::EOPNOTSUPP;
+        }
+        let mut cmd = sys::ibv_modify_srq::default();
+        // SAFETY: arguments as libibverbs passed them; cmd is a live local of the size given.
+        unsafe {
+            sys::ibv_cmd_modify_srq(
+                srq,
+                attr,
+                attr_mask,
+                &mut cmd,
+                size_of::<sys::ibv_modify_srq>(),
+            )
+        }
+    })
+}
+
+/// `ibv_query_srq`.
+pub(super) unsafe extern "C" fn query_srq(
+    srq: *mut sys::ibv_srq,
+    attr: *mut sys::ibv_srq_attr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let mut cmd = sys::ibv_query_srq::default();
+        // SAFETY: arguments as libibverbs passed them; cmd is a live local of the size given.
+        unsafe { sys::ibv_cmd_query_srq(srq, attr, &mut cmd, size_of::<sys::ibv_query_srq>()) }
+    })
+}
+
+/// `ibv_destroy_srq`: `DESTROY_SRQ`, then unmap the ring and free.
+pub(super) unsafe extern "C" fn destroy_srq(srq: *mut sys::ibv_srq) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: srq is a live SRQ from create_srq.
+        let ret = unsafe { sys::ibv_cmd_destroy_srq(srq) };
+        if ret != 0 {
+            return ret;
+        }
+        // SAFETY: srq came from create_srq's Box<OxSrq> and is not used after a successful
+        // destroy. Dropping it unmaps the ring.
+        drop(unsafe { Box::from_raw(srq.cast::<OxSrq>()) });
+        0
+    })
+}
+
+/// `ibv_post_srq_recv`: the work requests into the SRQ ring.
+pub(super) unsafe extern "C" fn post_srq_recv(
+    srq: *mut sys::ibv_srq,
+    wr: *mut sys::ibv_recv_wr,
+    bad_wr: *mut *mut sys::ibv_recv_wr,
+) -> c_int {
+    guard(libc::EIO, || {
+        let Some(inner) = inner_of!(srq, OxSrq) else {
+            return libc::EINVAL;
+        };
+        // SAFETY: the caller's list and out-pointer, as ibv_post_srq_recv requires.
+        unsafe { post_recv_list(&mut inner.lock(), wr, bad_wr) }
+    })
+}
+
+/// The immediate/invalidated-key union of a work completion, as a `u32`.
+#[cfg(test)]
+pub(crate) fn wc_imm(wc: &sys::ibv_wc) -> u32 {
+    // SAFETY: both members of the union are u32s; every bit pattern is valid.
+    unsafe { wc.__bindgen_anon_1.imm_data }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sge_lists() {
+        let sges = [sys::ibv_sge {
+            addr: 1,
+            length: 2,
+            lkey: 3,
+        }; 2];
+        // SAFETY: a live two-entry array (and NULL/negative cases that read nothing).
+        unsafe {
+            assert_eq!(
+                sge_list(sges.as_ptr(), 2),
+                Some(
+                    &[Sge {
+                        addr: 1,
+                        length: 2,
+                        lkey: 3
+                    }; 2][..]
+                )
+            );
+            assert_eq!(sge_list(ptr::null(), 0), Some(&[][..]));
+            assert_eq!(sge_list(ptr::null(), 1), None);
+            assert_eq!(sge_list(sges.as_ptr(), -1), None);
+        }
+    }
+
+    #[test]
+    fn send_wr_reads_the_used_member_only() {
+        let sges = [sys::ibv_sge {
+            addr: 0x1000,
+            length: 8,
+            lkey: 1,
+        }];
+        let mut w = sys::ibv_send_wr {
+            wr_id: 5,
+            sg_list: sges.as_ptr().cast_mut(),
+            num_sge: 1,
+            opcode: sys::ibv_wr_opcode_IBV_WR_ATOMIC_FETCH_AND_ADD,
+            ..Default::default()
+        };
+        w.wr.atomic = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_2 {
+            remote_addr: 0x8000,
+            compare_add: 3,
+            swap: 0,
+            rkey: 0x42,
+        };
+        // SAFETY: a valid work request with a live SGE list.
+        let s = unsafe { send_wr(&w, false) }.unwrap();
+        assert_eq!(
+            s.target,
+            Target::Atomic(AtomicFields {
+                remote_addr: 0x8000,
+                compare_add: 3,
+                swap: 0,
+                rkey: 0x42
+            })
+        );
+        assert_eq!(s.imm_or_inv, 0);
+        w.opcode = sys::ibv_wr_opcode_IBV_WR_SEND_WITH_IMM;
+        w.__bindgen_anon_1.imm_data = 0x0102_0304;
+        // SAFETY: as above.
+        let s = unsafe { send_wr(&w, false) }.unwrap();
+        assert_eq!((s.target, s.imm_or_inv), (Target::None, 0x0102_0304));
+        w.num_sge = -1;
+        // SAFETY: as above (a negative count reads nothing).
+        assert!(unsafe { send_wr(&w, false) }.is_none());
+    }
+}
