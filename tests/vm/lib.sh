@@ -589,7 +589,8 @@ roce_gid_index() {
 	for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
 		i=${f##*/}
 		[[ $(<"$f") == "$want" ]] || continue
-		[[ $(<"/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null) == "RoCE v2" ]] ||
+		# (The type of an unused entry cannot be read: an error, not a match.)
+		[[ $(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null) == "RoCE v2" ]] ||
 			continue
 		echo "$i"
 		return 0

@@ -462,6 +462,10 @@ pub fn register<T: Driver>(
         } as u8;
         (*d).phys_port_cnt = 1;
         (*d).num_comp_vectors = 1;
+        // The legacy write() commands the userspace provider uses: POST_SEND (with no work
+        // requests) is the send queue doorbell, REQ_NOTIFY_CQ arms the completion event.
+        (*d).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+            | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
         (*d).local_dma_lkey = 0;
         (*d).node_guid = u64::from_ne_bytes(params.node_guid);
         let desc = b"oxrdma\0";
