@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # RC over RoCE v2 between two oxroce devices in two network namespaces: ibv_rc_pingpong with its
 # buffer check (-c), over IPv4 and over IPv6 GIDs, several message sizes (one packet, several
-# packets, not a multiple of the MTU). rxe cannot do this on 6.12 (init_net only).
+# packets, not a multiple of the MTU), and ibv_srq_pingpong (4 QPs on one SRQ). rxe cannot do
+# this on 6.12 (init_net only).
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
@@ -37,5 +38,23 @@ for size in 1 4096 9000; do
 	check_side client "$PAIR_CLIENT_OUT" "$iters"
 	info "server: $(grep -E 'bytes in|iters in' <<<"$PAIR_SERVER_OUT" | tr '\n' ' ')"
 done
+
+info "ibv_srq_pingpong: 4 QPs sharing one SRQ on each side"
+run_pair_ns --port 18515 120 \
+	ibv_srq_pingpong -d oxb_r -g "$gid_b" -n "$iters" -q 4 -s 2000 -- \
+	ibv_srq_pingpong -d oxa_r -g "$gid_a" -n "$iters" -q 4 -s 2000 "$NS_B_IP4"
+check_side "srq server" "$PAIR_SERVER_OUT" "$iters"
+check_side "srq client" "$PAIR_CLIENT_OUT" "$iters"
+
+# IPv6 GIDs (global addresses of the namespaces).
+gid6_a=$(roce_gid_index oxa_r "fd77:0000:0000:0000:0000:0000:0000:0001") || fail "no IPv6 GID on oxa_r"
+gid6_b=$(roce_gid_index oxb_r "fd77:0000:0000:0000:0000:0000:0000:0002") || fail "no IPv6 GID on oxb_r"
+info "IPv6, 5000-byte messages (GIDs $gid6_a, $gid6_b)"
+run_pair_ns --port 18515 120 \
+	ibv_rc_pingpong -d oxb_r -g "$gid6_b" -n "$iters" -s 5000 -c -- \
+	ibv_rc_pingpong -d oxa_r -g "$gid6_a" -n "$iters" -s 5000 -c "$NS_B_IP4"
+check_side "IPv6 server" "$PAIR_SERVER_OUT" "$iters"
+check_side "IPv6 client" "$PAIR_CLIENT_OUT" "$iters"
+expect_match "$PAIR_CLIENT_OUT" 'remote address: .* GID fd77::2$' "IPv6 peer GID"
 
 pass

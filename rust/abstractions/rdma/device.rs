@@ -464,7 +464,8 @@ pub fn register<T: Driver>(
         (*d).num_comp_vectors = 1;
         // The legacy write() commands the userspace provider uses: POST_SEND (with no work
         // requests) is the send queue doorbell, REQ_NOTIFY_CQ arms the completion event.
-        (*d).uverbs_cmd_mask |= (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+        (*d).uverbs_cmd_mask |= (1u64
+            << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
             | (1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
         (*d).local_dma_lkey = 0;
         (*d).node_guid = u64::from_ne_bytes(params.node_guid);
