@@ -34,7 +34,10 @@ pub(crate) mod limits {
     pub(crate) const MAX_CQE: i32 = (1 << 16) - 1;
     pub(crate) const MAX_MR: i32 = 1 << 18;
     pub(crate) const MAX_PD: i32 = 1 << 16;
+    /// RDMA READ / ATOMIC requests a QP answers at once (responder resources).
     pub(crate) const MAX_RD_ATOM: i32 = crate::qp::RESP_RES as i32;
+    /// RDMA READ / ATOMIC requests a QP may have outstanding as requester.
+    pub(crate) const MAX_INIT_RD_ATOM: i32 = crate::qp::MAX_RD_ATOMIC as i32;
     pub(crate) const MAX_RES_RD_ATOM: i32 = 1 << 18;
     pub(crate) const MAX_SRQ: i32 = 1 << 14;
     pub(crate) const MAX_SRQ_WR: i32 = 1 << 14;
@@ -112,7 +115,7 @@ impl Driver for OxDevice {
             max_mr: MAX_MR,
             max_pd: MAX_PD,
             max_qp_rd_atom: MAX_RD_ATOM,
-            max_qp_init_rd_atom: MAX_RD_ATOM,
+            max_qp_init_rd_atom: MAX_INIT_RD_ATOM,
             max_res_rd_atom: MAX_RES_RD_ATOM,
             max_srq: MAX_SRQ,
             max_srq_wr: MAX_SRQ_WR,

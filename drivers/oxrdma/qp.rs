@@ -40,6 +40,8 @@ use kernel::{
 pub(crate) const REQ_WQES: usize = 128;
 /// Responder resources (`max_dest_rd_atomic`) and requester reads/atomics in flight.
 pub(crate) const RESP_RES: usize = 16;
+/// RDMA READs / ATOMICs the requester may have outstanding (`max_rd_atomic`).
+pub(crate) const MAX_RD_ATOMIC: usize = 128;
 /// Unacknowledged PSNs the requester may have in flight.
 const WINDOW: u32 = 256;
 /// The responder acknowledges at least every this many packets.
@@ -321,7 +323,7 @@ impl QpInner {
         set_max(&mut n.retry_cnt, a.retry_cnt, 7)?;
         set_max(&mut n.rnr_retry, a.rnr_retry, 7)?;
         set_max(&mut n.min_rnr_timer, a.min_rnr_timer, 31)?;
-        set_max(&mut n.max_rd_atomic, a.max_rd_atomic, rd)?;
+        set_max(&mut n.max_rd_atomic, a.max_rd_atomic, MAX_RD_ATOMIC as u8)?;
         set_max(&mut n.max_dest_rd_atomic, a.max_dest_rd_atomic, rd)?;
         set_max(&mut n.pkey_index, a.pkey_index, 0)?;
         if let Some(v) = a.qkey {

@@ -337,6 +337,34 @@ ns_pair() {
 	info "ns_pair: $NS_A/$NS_A_DEV $NS_A_IP4 $NS_A_IP6 <-> $NS_B/$NS_B_DEV $NS_B_IP4 $NS_B_IP6"
 }
 
+# root_ns_pair: veth $RN_ROOT_DEV (oxr0, root namespace, 10.79.0.1/24, fd79::1/64) <->
+# $RN_DEV (oxn0) in namespace $RN_NS (oxn, 10.79.0.2/24, fd79::2/64). For interoperability with
+# rxe, which on 6.12 works only in the root namespace and holds UDP port 4791 there: the other
+# side must be a device in another namespace.
+RN_NS=oxn RN_ROOT_DEV=oxr0 RN_DEV=oxn0
+RN_ROOT_IP4=10.79.0.1 RN_IP4=10.79.0.2 RN_ROOT_IP6=fd79::1 RN_IP6=fd79::2
+root_ns_pair() {
+	_ox_netns_gone "$RN_NS" || fail "root_ns_pair: cannot delete the old netns $RN_NS"
+	at_exit _ox_netns_gone "$RN_NS"
+	[ ! -e "/sys/class/net/$RN_ROOT_DEV" ] || expect_ok ip link del "$RN_ROOT_DEV"
+	_ox_ip_batch <<-EOF
+		netns add $RN_NS
+		link add $RN_ROOT_DEV type veth peer name $RN_DEV netns $RN_NS
+		addr add $RN_ROOT_IP4/24 dev $RN_ROOT_DEV
+		addr add $RN_ROOT_IP6/64 dev $RN_ROOT_DEV nodad
+		link set $RN_ROOT_DEV up
+	EOF
+	_ox_ip_batch "$RN_NS" <<-EOF
+		addr add $RN_IP4/24 dev $RN_DEV
+		addr add $RN_IP6/64 dev $RN_DEV nodad
+		link set lo up
+		link set $RN_DEV up
+	EOF
+	wait_until 5 _ox_lower_up "" "$RN_ROOT_DEV" || fail "root_ns_pair: $RN_ROOT_DEV has no carrier"
+	wait_until 5 _ox_lower_up "$RN_NS" "$RN_DEV" || fail "root_ns_pair: $RN_DEV has no carrier"
+	info "root_ns_pair: $RN_ROOT_DEV $RN_ROOT_IP4 <-> $RN_NS/$RN_DEV $RN_IP4"
+}
+
 # Send one UDP datagram out of a device to an address, so the kernel resolves the neighbour.
 _ox_udp_poke() {
 	python3 -I -S -c '
