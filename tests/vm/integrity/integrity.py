@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Data integrity over RC: moves a large pseudo-random pattern between two RDMA devices with
+RDMA WRITE, RDMA READ and SEND/RECV (also with immediate data), in message sizes that are odd,
+smaller and larger than the MTU, and checks every byte on the receiving side; also checks
+FETCH_ADD and CMP_SWAP results. One process drives both devices (QP A on DEV_A, QP B on DEV_B).
+
+    integrity.py DEV_A GID_A DEV_B GID_B [MIB]
+
+Prints one line per phase and "integrity: N bytes checked" at the end; exits 1 on the first
+mismatch or error completion.
+"""
+import random
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import RecvWR, SendWR, SGE
+
+ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
+          e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
+DEPTH = 64
+TIMEOUT_S = 120
+
+
+class Side:
+    def __init__(self, dev, gid_index, size):
+        self.ctx = Context(name=dev)
+        self.gid_index = gid_index
+        self.pd = PD(self.ctx)
+        self.cq = CQ(self.ctx, 4 * DEPTH)
+        self.size = size
+        self.mr = MR(self.pd, size, ACCESS)
+        self.atom = MR(self.pd, 64, ACCESS)
+        cap = QPCap(max_send_wr=DEPTH, max_recv_wr=DEPTH, max_send_sge=4, max_recv_sge=4)
+        self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq,
+                                         cap=cap))
+        self.psn = random.getrandbits(24)
+
+    def connect(self, peer):
+        gr = GlobalRoute(dgid=peer.ctx.query_gid(1, peer.gid_index),
+                         sgid_index=self.gid_index)
+        attr = QPAttr(port_num=1)
+        attr.qp_access_flags = ACCESS
+        attr.pkey_index = 0
+        attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr, dlid=0)
+        attr.path_mtu = e.IBV_MTU_1024
+        attr.dest_qp_num = peer.qp.qp_num
+        attr.rq_psn = self.psn
+        attr.sq_psn = peer.psn
+        attr.max_rd_atomic = 8
+        attr.max_dest_rd_atomic = 8
+        attr.min_rnr_timer = 1
+        attr.timeout = 12
+        attr.retry_cnt = 7
+        attr.rnr_retry = 7
+        self.qp.to_rts(attr)
+
+
+def poll(cq, n, what):
+    """Polls n completions; fails on an error status or after TIMEOUT_S."""
+    wcs = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(wcs) < n:
+        got, batch = cq.poll(n - len(wcs))
+        for wc in batch[:got] if got > 0 else []:
+            if wc.status != e.IBV_WC_SUCCESS:
+                sys.exit(f"FAIL: {what}: completion status {wc.status} (wr_id {wc.wr_id})")
+            wcs.append(wc)
+        if got <= 0:
+            if time.monotonic() > deadline:
+                sys.exit(f"FAIL: {what}: {len(wcs)} of {n} completions after {TIMEOUT_S} s")
+            time.sleep(0.0005)
+    return wcs
+
+
+def sizes(total, rng):
+    """Message sizes covering `total` bytes: 1, odd, sub-MTU, multi-packet, non-MTU multiples."""
+    fixed = [1, 3, 255, 1023, 1024, 1025, 4093, 4096, 9001, 65521]
+    out, done = [], 0
+    while done < total:
+        s = fixed[len(out)] if len(out) < len(fixed) else rng.randint(1, 70000)
+        s = min(s, total - done)
+        out.append(s)
+        done += s
+    return out
+
+
+def main():
+    dev_a, gid_a, dev_b, gid_b = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    mib = int(sys.argv[5]) if len(sys.argv) > 5 else 4
+    size = mib << 20
+    rng = random.Random(4791)
+    a, b = Side(dev_a, gid_a, size), Side(dev_b, gid_b, size)
+    a.connect(b)
+    b.connect(a)
+    checked = 0
+
+    # 1. RDMA WRITE A -> B, then compare B's buffer.
+    pattern = rng.randbytes(size)
+    a.mr.write(pattern, size, 0)
+    b.mr.write(bytes(size), size, 0)
+    off, pending = 0, 0
+    for i, s in enumerate(sizes(size, rng)):
+        wr = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                    sg=[SGE(a.mr.buf + off, s, a.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_rdma(b.mr.rkey, b.mr.buf + off)
+        if pending == DEPTH:
+            poll(a.cq, 1, "write")
+            pending -= 1
+        a.qp.post_send(wr)
+        pending += 1
+        off += s
+    poll(a.cq, pending, "write")
+    if b.mr.read(size, 0) != pattern:
+        sys.exit("FAIL: RDMA WRITE: B's buffer differs from the pattern")
+    checked += size
+    print(f"write: {size} bytes ok", flush=True)
+
+    # 2. RDMA READ: A reads a new pattern from B (into A's buffer), then compare A's buffer.
+    pattern = rng.randbytes(size)
+    b.mr.write(pattern, size, 0)
+    a.mr.write(bytes(size), size, 0)
+    off, pending = 0, 0
+    for i, s in enumerate(sizes(size, rng)):
+        wr = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_READ, num_sge=1,
+                    sg=[SGE(a.mr.buf + off, s, a.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_rdma(b.mr.rkey, b.mr.buf + off)
+        if pending == DEPTH:
+            poll(a.cq, 1, "read")
+            pending -= 1
+        a.qp.post_send(wr)
+        pending += 1
+        off += s
+    poll(a.cq, pending, "read")
+    if a.mr.read(size, 0) != pattern:
+        sys.exit("FAIL: RDMA READ: A's buffer differs from B's pattern")
+    checked += size
+    print(f"read: {size} bytes ok", flush=True)
+
+    # 3. SEND/RECV B -> A in batches: each receive lands at its own offset; even messages carry
+    # immediate data; the second half of each message goes through a second SGE.
+    pattern = rng.randbytes(size)
+    b.mr.write(pattern, size, 0)
+    a.mr.write(bytes(size), size, 0)
+    msgs = sizes(size, rng)
+    off, i = 0, 0
+    while i < len(msgs):
+        batch = msgs[i:i + DEPTH // 2]
+        o = off
+        for j, s in enumerate(batch):
+            h = s // 2
+            sg = [SGE(a.mr.buf + o, h, a.mr.lkey), SGE(a.mr.buf + o + h, s - h, a.mr.lkey)] \
+                if h else [SGE(a.mr.buf + o, s, a.mr.lkey)]
+            a.qp.post_recv(RecvWR(wr_id=i + j, num_sge=len(sg), sg=sg))
+            o += s
+        o = off
+        for j, s in enumerate(batch):
+            imm = (i + j) % 2 == 0
+            wr = SendWR(wr_id=i + j,
+                        opcode=e.IBV_WR_SEND_WITH_IMM if imm else e.IBV_WR_SEND, num_sge=1,
+                        sg=[SGE(b.mr.buf + o, s, b.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+            if imm:
+                wr.imm_data = 0x12345678 ^ (i + j)
+            b.qp.post_send(wr)
+            o += s
+        poll(b.cq, len(batch), "send")
+        for wc in poll(a.cq, len(batch), "recv"):
+            s = batch[wc.wr_id - i]
+            if wc.byte_len != s:
+                sys.exit(f"FAIL: recv {wc.wr_id}: byte_len {wc.byte_len}, sent {s}")
+            if (wc.wr_id % 2 == 0) != bool(wc.wc_flags & e.IBV_WC_WITH_IMM):
+                sys.exit(f"FAIL: recv {wc.wr_id}: immediate flag wrong ({wc.wc_flags})")
+        off = o
+        i += len(batch)
+    if a.mr.read(size, 0) != pattern:
+        sys.exit("FAIL: SEND: A's receive buffers differ from B's pattern")
+    checked += size
+    print(f"send: {size} bytes in {len(msgs)} messages ok", flush=True)
+
+    # 4. Atomics: 100 FETCH_ADD then a CMP_SWAP on one counter in B's memory.
+    b.atom.write(bytes(64), 64, 0)
+    for k in range(100):
+        wr = SendWR(wr_id=k, opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1,
+                    sg=[SGE(a.atom.buf + 8, 8, a.atom.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_atomic(rkey=b.atom.rkey, addr=b.atom.buf, compare_add=k + 1, swap=0)
+        a.qp.post_send(wr)
+        poll(a.cq, 1, "fetch_add")
+        old = int.from_bytes(a.atom.read(8, 8), sys.byteorder)
+        if old != k * (k + 1) // 2:
+            sys.exit(f"FAIL: fetch_add {k}: returned {old}, expected {k * (k + 1) // 2}")
+    total = int.from_bytes(b.atom.read(8, 0), sys.byteorder)
+    if total != 5050:
+        sys.exit(f"FAIL: fetch_add: counter {total}, expected 5050")
+    wr = SendWR(wr_id=7, opcode=e.IBV_WR_ATOMIC_CMP_AND_SWP, num_sge=1,
+                sg=[SGE(a.atom.buf + 16, 8, a.atom.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_atomic(rkey=b.atom.rkey, addr=b.atom.buf, compare_add=5050, swap=0xfeedface)
+    a.qp.post_send(wr)
+    poll(a.cq, 1, "cmp_swap")
+    if int.from_bytes(b.atom.read(8, 0), sys.byteorder) != 0xfeedface:
+        sys.exit("FAIL: cmp_swap did not swap")
+    print("atomics: 100 fetch_add + cmp_swap ok", flush=True)
+    print(f"integrity: {checked} bytes checked")
+
+
+if __name__ == "__main__":
+    main()
