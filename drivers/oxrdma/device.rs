@@ -121,7 +121,8 @@ impl Driver for OxDevice {
             max_srq_wr: MAX_SRQ_WR,
             max_srq_sge: MAX_SGE,
             max_fast_reg_page_list_len: MAX_FAST_REG_PAGES,
-            atomic_glob: false,
+            // Atomics use the CPU's own atomic instructions on the target memory.
+            atomic_glob: true,
             max_pkeys: 1,
             local_ca_ack_delay: 15,
         }

@@ -209,25 +209,34 @@ impl Engine {
         crate::roce::send(&nd.borrow(), path, id, h, payload_len, fill)
     }
 
-    /// A received IP packet for this device: checks it and gives it to its QP.
-    pub(crate) fn receive(&self, pkt: &[u8]) {
+    /// A received IP packet: checks it and gives it to its QP. Without `exact` (the packet
+    /// did not arrive on this device's netdev), only if the QP's source address is the
+    /// packet's destination. Returns whether the packet was this device's.
+    pub(crate) fn receive(&self, pkt: &[u8], exact: bool) -> bool {
         if self.dead.load(Ordering::Acquire) {
-            return;
+            return false;
         }
-        let Some(r) = ip::parse(pkt) else { return };
+        let Some(r) = ip::parse(pkt) else {
+            return exact;
+        };
         let encap = match r.src {
             ip::IpAddr::V4(_) => Encap::RoceV2Ipv4,
             ip::IpAddr::V6(_) => Encap::RoceV2Ipv6,
         };
-        if icrc::verify(encap, pkt).is_err() {
-            return;
-        }
         let iba = &pkt[r.bth_offset..];
-        let Ok(p) = packet::parse(iba) else { return };
-        let Some(qp) = self.qp(p.headers.bth.dest_qp) else {
-            return;
+        let Ok(p) = packet::parse(iba) else {
+            return exact;
         };
-        qp.receive(&p, iba, now_us());
+        let Some(qp) = self.qp(p.headers.bth.dest_qp) else {
+            return exact;
+        };
+        if !exact && qp.local_ip() != Some(r.dst) {
+            return false;
+        }
+        if icrc::verify(encap, pkt).is_ok() {
+            qp.receive(&p, iba, now_us());
+        }
+        true
     }
 
     fn run(self: &Arc<Self>) {

@@ -12,7 +12,7 @@ use crate::ox::udp_tunnel::UdpEncapReceiver;
 use crate::roce::RoceRx;
 use crate::uapi::abi::OXRDMA_ABI_VERSION;
 use crate::wire::link::node_guid_from_mac;
-use kernel::{c_str, prelude::*, str::CStr, sync::Arc};
+use kernel::{alloc::flags::GFP_KERNEL, alloc::KVec, c_str, prelude::*, str::CStr, sync::Arc};
 
 /// `ARPHRD_ETHER` and `ARPHRD_LOOPBACK` (`include/uapi/linux/if_arp.h`).
 const ARPHRD_ETHER: u16 = 1;
@@ -21,6 +21,8 @@ const ARPHRD_LOOPBACK: u16 = 772;
 /// A device this module created. `handle` is `None` while its registration is under way.
 struct Entry {
     netdev: usize,
+    /// The netdev's namespace at creation (a netdev leaving it unregisters the device).
+    net: usize,
     kind: NodeKind,
     handle: Option<DeviceHandle<OxDevice>>,
 }
@@ -97,6 +99,7 @@ fn add(kind: NodeKind, name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
         };
         *free = Some(Entry {
             netdev: ndev.id(),
+            net: ndev.net_id(),
             kind,
             handle: None,
         });
@@ -195,13 +198,34 @@ impl NetdevHandler for NetdevWatch {
     }
 }
 
-/// The engine of the RoCE device on the netdev `netdev_id` (a received packet's ingress).
-pub(crate) fn engine_for(netdev_id: usize) -> Option<Arc<Engine>> {
+/// The engines that may own a packet received on netdev `netdev_id` in namespace `net_id`:
+/// the RoCE device on that netdev if there is one (`true`: an exact match), else every RoCE
+/// device of the namespace (a packet to a local address arrives on the loopback device).
+pub(crate) fn engines_for(netdev_id: usize, net_id: usize) -> (KVec<Arc<Engine>>, bool) {
     let devs = DEVICES.lock();
-    let e = devs
-        .entries()
-        .find(|e| e.netdev == netdev_id && e.kind == NodeKind::Roce)?;
-    e.handle.as_ref()?.with_registered(|d| d.engine.clone())
+    let roce = |e: &&Entry| e.kind == NodeKind::Roce;
+    let exact = devs.entries().filter(roce).any(|e| e.netdev == netdev_id);
+    let mut out = KVec::new();
+    for e in devs.entries().filter(roce) {
+        let pick = if exact {
+            e.netdev == netdev_id
+        } else {
+            e.net == net_id
+        };
+        if !pick {
+            continue;
+        }
+        let eng = e
+            .handle
+            .as_ref()
+            .and_then(|h| h.with_registered(|d| d.engine.clone()));
+        if let Some(eng) = eng {
+            if out.push(eng, GFP_KERNEL).is_err() {
+                break;
+            }
+        }
+    }
+    (out, exact)
 }
 
 /// The module's RoCE v2 receiver, while the module is loaded.

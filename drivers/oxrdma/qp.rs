@@ -267,6 +267,11 @@ impl QpInner {
         )
     }
 
+    /// The source address of the QP's path, once it has one.
+    pub(crate) fn local_ip(&self) -> Option<IpAddr> {
+        self.st.lock().attrs.path.map(|p| IpAddr::from_gid(p.sgid))
+    }
+
     /// The device's engine.
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine

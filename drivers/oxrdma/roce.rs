@@ -4,6 +4,7 @@
 //! UDP tunnels (one per namespace with an active oxroce device) and handing packets to the
 //! device's engine.
 
+use crate::engine::Engine;
 use crate::ox::net::NetDeviceRef;
 use crate::ox::route::Route;
 use crate::ox::skb::{RxSkb, Skb, SkbQueue};
@@ -13,7 +14,7 @@ use crate::wire::icrc::{self, Encap, ICRC_LEN};
 use crate::wire::ip::{self, IpAddr, IpUdp};
 use crate::wire::packet::{self, Headers};
 use kernel::{
-    alloc::flags::GFP_KERNEL,
+    alloc::{flags::GFP_KERNEL, KVec},
     impl_has_work, new_work,
     prelude::*,
     sync::Arc,
@@ -127,23 +128,22 @@ impl WorkItem for RxWork {
     type Pointer = Arc<RxWork>;
 
     fn run(this: Arc<RxWork>) {
-        let mut cached: Option<(usize, Arc<crate::engine::Engine>)> = None;
+        let mut cached: Option<(usize, usize, KVec<Arc<Engine>>, bool)> = None;
         let mut budget = 256;
         while let Some(skb) = this.queue.pop() {
-            let id = skb.ingress_id();
-            let engine = match &cached {
-                Some((cid, e)) if *cid == id => Some(e.clone()),
-                _ => {
-                    let e = crate::link::engine_for(id);
-                    if let Some(e) = &e {
-                        cached = Some((id, e.clone()));
-                    }
-                    e
+            let (id, net) = (skb.ingress_id(), skb.net_id());
+            if !matches!(&cached, Some((i, n, _, _)) if *i == id && *n == net) {
+                let (engines, exact) = crate::link::engines_for(id, net);
+                cached = Some((id, net, engines, exact));
+            }
+            let handled = match &cached {
+                Some((_, _, engines, exact)) => {
+                    engines.iter().any(|e| e.receive(skb.ip_packet(), *exact))
                 }
+                None => false,
             };
-            match engine {
-                Some(e) => e.receive(skb.ip_packet()),
-                None => skb.discard(),
+            if !handled {
+                skb.discard();
             }
             budget -= 1;
             if budget == 0 {

@@ -91,6 +91,12 @@ impl NetDeviceRef<'_> {
         self.ptr.as_ptr() as usize
     }
 
+    /// An identity of the device's network namespace, for comparisons (never dereferenced).
+    pub fn net_id(&self) -> usize {
+        // SAFETY: `self.ptr` is valid (type invariant); `dev_net` reads one field.
+        unsafe { bindings::oxrdma_dev_net(self.ptr.as_ptr()) as usize }
+    }
+
     /// Takes a reference that keeps the device allocated.
     pub fn get(&self) -> NetDevice {
         // SAFETY: `self.ptr` is valid (type invariant); `dev_hold` takes a reference.

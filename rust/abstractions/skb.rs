@@ -226,6 +226,14 @@ impl RxSkb {
         unsafe { bindings::oxrdma_skb_dev(self.ptr.as_ptr()) as usize }
     }
 
+    /// An identity of the ingress device's network namespace: equal to
+    /// [`NetDeviceRef::net_id`] of the devices in it.
+    pub fn net_id(&self) -> usize {
+        // SAFETY: `self.ptr` is valid (type invariant), and so is the device it arrived on for
+        // the skb's lifetime; `dev_net` reads one field.
+        unsafe { bindings::oxrdma_dev_net(bindings::oxrdma_skb_dev(self.ptr.as_ptr())) as usize }
+    }
+
     /// Whether this is an IPv6 packet (else IPv4).
     pub fn is_ipv6(&self) -> bool {
         // SAFETY: `self.ptr` is valid (type invariant).
