@@ -13,7 +13,7 @@ TEST_KDIR = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && kernel_dir $(VARIAN
 KDIR ?= $(TEST_KDIR)
 KMAKE_VARS = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && echo "$${KMAKE_VARS[@]}"')
 
-.PHONY: all help setup kernel modules provider lint demo check vm-run install clean
+.PHONY: all help setup kernel modules provider lint demo check bench vm-run install clean
 
 all: modules provider
 
@@ -21,6 +21,7 @@ help:
 	@echo "make demo            set up, build, boot the test VM and show oxrdma working"
 	@echo "make check           the whole test suite (host, KUnit, VM); ends in 'N passed, N failed'"
 	@echo "make check DEBUG=1   the same on the debug kernel (KASAN, lockdep, kmemleak)"
+	@echo "make bench           oxroce, rxe and TCP side by side on one veth pair (ratios)"
 	@echo "make modules         build oxrdma.ko (KDIR=<kernel build dir> for another kernel)"
 	@echo "make provider        build userspace-provider/out/liboxrdma-rdmav34.so"
 	@echo "make lint            CLIPPY=1 module build and rustfmt check, warnings are errors"
@@ -48,6 +49,9 @@ demo: modules provider
 
 check: kernel
 	@$(ROOT)/scripts/check.sh $(VARIANT)
+
+bench: modules provider
+	@$(ROOT)/scripts/bench.sh $(VARIANT)
 
 vm-run: modules provider
 	@$(ROOT)/scripts/vm-run --variant $(VARIANT) $(if $(SCRIPT),$(abspath $(SCRIPT)),-- bash -c '$(CMD)')
