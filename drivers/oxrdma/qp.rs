@@ -565,7 +565,26 @@ impl QpInner {
             if st.ops[idx].is_some() {
                 break; // the requester is full
             }
-            let entry = self.sq.read(slot)?;
+            let entry = match self.sq.read(slot) {
+                Ok(e) => e,
+                Err(f) => {
+                    // Malformed beyond validation (lengths past the slot): complete it as a
+                    // local QP operation error, then the QP goes to the error state.
+                    let wr_id = self.sq.wr_id_at(slot);
+                    st.sq_view.consume();
+                    self.sq.publish_consumer(st.sq_view.consumer());
+                    self.send_cq.push(
+                        &Cqe {
+                            wr_id,
+                            status: wc_status::LOC_QP_OP_ERR,
+                            qp_num: self.qpn,
+                            ..Default::default()
+                        },
+                        false,
+                    );
+                    return Err(f);
+                }
+            };
             st.sq_view.consume();
             took = true;
             self.post_one(st, idx, entry);

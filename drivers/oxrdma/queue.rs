@@ -257,6 +257,15 @@ impl SendRing {
         Ok(SendEntry { wqe, sges, inline })
     }
 
+    /// The `wr_id` of the entry at `slot` (0 if unreadable), for an error completion.
+    pub(crate) fn wr_id_at(&self, slot: u32) -> u64 {
+        let mut b = [0u8; 8];
+        match self.ring.read(self.geo.slot_offset(slot), &mut b) {
+            Ok(()) => u64::from_ne_bytes(b),
+            Err(_) => 0,
+        }
+    }
+
     /// Publishes the kernel's consumer index: the process may reuse the slots before it.
     pub(crate) fn publish_consumer(&self, consumer: u32) {
         self.ring.store_release(RING_CONSUMER_OFFSET, consumer);

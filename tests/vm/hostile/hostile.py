@@ -1,0 +1,246 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""A process that writes garbage into its own shared rings (the kernel must treat them as
+hostile): bad indices, garbage WQEs, bad L_Keys and lengths, too many SGEs, an impossible CQ
+consumer index, garbage receive WQEs. Each scenario gets its own QP pair (device A <-> device
+B) and CQs; a bystander QP pair on the same devices must keep working throughout.
+
+    hostile.py DEV_A GID_A DEV_B GID_B
+
+The rings are found in /proc/self/maps (mappings of the devices' uverbs files, in creation
+order: the CQ ring, then each QP's send and receive rings). Prints one line per scenario and
+"hostile: N scenarios ok"; exits 1 on the first unexpected outcome.
+"""
+import ctypes
+import os
+import random
+import struct
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import RecvWR, SendWR, SGE
+
+ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+HDR, PROD, CONS = 256, 0, 64
+WC_LOC_LEN_ERR, WC_LOC_QP_OP_ERR, WC_LOC_PROT_ERR = 1, 2, 4
+
+
+def maps_of(dev):
+    """(start, offset) of every mapping of DEV's uverbs file, in file-offset order."""
+    uv = None
+    for n in os.listdir("/sys/class/infiniband_verbs"):
+        p = f"/sys/class/infiniband_verbs/{n}/ibdev"
+        if os.path.exists(p) and open(p).read().strip() == dev:
+            uv = f"/dev/infiniband/{n}"
+    out = []
+    for line in open("/proc/self/maps"):
+        f = line.split()
+        if len(f) >= 6 and f[5] == uv:
+            out.append((int(f[2], 16), int(f[0].split("-")[0], 16)))
+    return [a for _, a in sorted(out)]
+
+
+def u32(addr, off, val=None):
+    c = ctypes.c_uint32.from_address(addr + off)
+    if val is not None:
+        c.value = val & 0xffffffff
+    return c.value
+
+
+class Ctx:
+    def __init__(self, dev, gid):
+        self.dev, self.gid = dev, gid
+        self.ctx = Context(name=dev)
+        self.pd = PD(self.ctx)
+        self.mr = MR(self.pd, 1 << 16, ACCESS)
+        self.nmaps = 0
+
+    def qp(self):
+        """A CQ and an RC QP; returns (cq, qp, cq_ring, sq_ring, rq_ring) addresses."""
+        cq = CQ(self.ctx, 16)
+        cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=2, max_recv_sge=2)
+        qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap))
+        m = maps_of(self.dev)
+        rings = m[self.nmaps:self.nmaps + 3]
+        self.nmaps = len(m)
+        if len(rings) != 3:
+            sys.exit(f"FAIL: {self.dev}: expected 3 new ring mappings, found {len(rings)}")
+        return cq, qp, rings
+
+
+def connect(qa, ca, qb, cb):
+    for (q, c), (pq, pc) in (((qa, ca), (qb, cb)), ((qb, cb), (qa, ca))):
+        gr = GlobalRoute(dgid=pc.ctx.query_gid(1, pc.gid), sgid_index=c.gid)
+        a = QPAttr(port_num=1)
+        a.qp_access_flags = ACCESS
+        a.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr, dlid=0)
+        a.path_mtu = e.IBV_MTU_1024
+        a.dest_qp_num = pq.qp_num
+        a.rq_psn = a.sq_psn = 0
+        a.max_rd_atomic = a.max_dest_rd_atomic = 1
+        a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 1, 10, 2, 2
+        q.to_rts(a)
+
+
+def poll(cq, n=1, secs=10):
+    out, end = [], time.monotonic() + secs
+    while len(out) < n and time.monotonic() < end:
+        got, wcs = cq.poll(n - len(out))
+        out += wcs[:got] if got > 0 else []
+        if got <= 0:
+            time.sleep(0.001)
+    return out
+
+
+def state(qp):
+    attr, _ = qp.query(e.IBV_QP_STATE)
+    return attr.qp_state
+
+
+class Pair:
+    def __init__(self, a, b):
+        self.ca, self.qa, (self.cqr, self.sq, self.rq) = a.qp()
+        self.cb, self.qb, (_, _, _) = b.qp()
+        self.a, self.b = a, b
+        connect(self.qa, a, self.qb, b)
+
+    def exchange(self, what):
+        """One SEND A -> B and back; both must succeed."""
+        for src, dst, scq, dcq, sm, dm in ((self.qa, self.qb, self.ca, self.cb, self.a, self.b),
+                                           (self.qb, self.qa, self.cb, self.ca, self.b, self.a)):
+            dst.post_recv(RecvWR(wr_id=1, num_sge=1, sg=[SGE(dm.mr.buf, 4096, dm.mr.lkey)]))
+            src.post_send(SendWR(wr_id=2, num_sge=1, sg=[SGE(sm.mr.buf, 100, sm.mr.lkey)],
+                                 send_flags=e.IBV_SEND_SIGNALED))
+            w1, w2 = poll(scq), poll(dcq)
+            if len(w1) != 1 or len(w2) != 1 or w1[0].status or w2[0].status:
+                sys.exit(f"FAIL: {what}: a send on a healthy QP pair did not complete")
+
+
+def wqe(wr_id, opcode, flags, sges):
+    hdr = struct.pack("=QBBBBIQIIQQIIII", wr_id, opcode, flags, len(sges), 0, 0, 0, 0, 0, 0, 0,
+                      0, 0, 0, 0)
+    return hdr + b"".join(struct.pack("=QII", *s) for s in sges)
+
+
+def inject_send(p, body, count=1):
+    """Writes BODY into the next send slot(s) and publishes the producer index."""
+    prod = u32(p.sq, PROD)
+    slot_size = 128  # send_slot_size(2 SGEs, inline granted) of this QP: checked below
+    for i in range(count):
+        ctypes.memmove(p.sq + HDR + ((prod + i) % 8) * slot_size, body, len(body))
+    u32(p.sq, PROD, prod + count)
+
+
+def kick(bystander):
+    bystander.exchange("bystander")
+
+
+def expect_error_state(p, what):
+    if state(p.qa) != e.IBV_QPS_ERR:
+        sys.exit(f"FAIL: {what}: victim QP is not in the error state ({state(p.qa)})")
+
+
+def main():
+    a = Ctx(sys.argv[1], int(sys.argv[2]))
+    b = Ctx(sys.argv[3], int(sys.argv[4]))
+    bystander = Pair(a, b)
+    keep = []  # every victim stays alive: freed mmap offsets would be reused
+    bystander.exchange("bystander before")
+    rnd = random.Random(7)
+    done = 0
+
+    # 1. SQ producer index beyond the ring.
+    p = Pair(a, b)
+    keep.append(p)
+    u32(p.sq, PROD, u32(p.sq, CONS) + 8 + 5)
+    kick(bystander)
+    expect_error_state(p, "sq producer overrun")
+    print("sq producer overrun: victim QP in error, bystander fine", flush=True)
+    done += 1
+
+    # 2. A garbage WQE.
+    p = Pair(a, b)
+    keep.append(p)
+    inject_send(p, bytes(rnd.getrandbits(8) for _ in range(128)))
+    kick(bystander)
+    wc = poll(p.ca)
+    if not wc or wc[0].status != WC_LOC_QP_OP_ERR:
+        sys.exit(f"FAIL: garbage WQE: expected LOC_QP_OP_ERR, got {[(w.wr_id, w.status) for w in wc]}")
+    expect_error_state(p, "garbage WQE")
+    print(f"garbage WQE: error completion (status {wc[0].status}), QP in error", flush=True)
+    done += 1
+
+    # 3. A SEND with an L_Key that does not exist.
+    p = Pair(a, b)
+    keep.append(p)
+    inject_send(p, wqe(33, 2, 1, [(a.mr.buf, 100, 0xdeadbe00)]))
+    kick(bystander)
+    wc = poll(p.ca)
+    if not wc or wc[0].status != WC_LOC_PROT_ERR or wc[0].wr_id != 33:
+        sys.exit(f"FAIL: bad lkey: expected LOC_PROT_ERR for wr 33, got {[(w.wr_id, w.status) for w in wc]}")
+    print("bad L_Key: LOC_PROT_ERR", flush=True)
+    done += 1
+
+    # 4. A SEND whose SGE runs past its MR (and one of 4 GiB - 1 bytes).
+    for length in (a.mr.length + 1, 0xffffffff):
+        p = Pair(a, b)
+        keep.append(p)
+        inject_send(p, wqe(44, 2, 1, [(a.mr.buf, length, a.mr.lkey)]))
+        kick(bystander)
+        wc = poll(p.ca)
+        if not wc or wc[0].status not in (WC_LOC_PROT_ERR, WC_LOC_LEN_ERR):
+            sys.exit(f"FAIL: SGE length {length}: got {[(w.wr_id, w.status) for w in wc]}")
+        print(f"SGE of {length} bytes on a {a.mr.length}-byte MR: status {wc[0].status}", flush=True)
+        done += 1
+
+    # 5. More SGEs than the slot holds / the QP allows.
+    p = Pair(a, b)
+    keep.append(p)
+    inject_send(p, wqe(55, 2, 1, [(a.mr.buf, 1, a.mr.lkey)] * 2)[:10] + b"\xff" + bytes(53))
+    kick(bystander)
+    wc = poll(p.ca)
+    if not wc or wc[0].status == e.IBV_WC_SUCCESS:
+        sys.exit("FAIL: 255 SGEs: no error completion")
+    print(f"255 SGEs: status {wc[0].status}", flush=True)
+    done += 1
+
+    # 6. An impossible CQ consumer index: completions are lost (CQ error event), nothing else.
+    p = Pair(a, b)
+    keep.append(p)
+    u32(p.cqr, CONS, u32(p.cqr, PROD) + 12345)
+    p.qa.post_send(SendWR(wr_id=66, num_sge=1, sg=[SGE(a.mr.buf, 10, a.mr.lkey)],
+                          send_flags=e.IBV_SEND_SIGNALED))
+    p.qb.post_recv(RecvWR(wr_id=1, num_sge=1, sg=[SGE(b.mr.buf, 4096, b.mr.lkey)]))
+    kick(bystander)
+    time.sleep(0.5)
+    print("CQ consumer index garbage: no crash", flush=True)
+    done += 1
+
+    # 7. Garbage receive WQEs: the sender sees an error, not the kernel.
+    p = Pair(a, b)
+    keep.append(p)
+    prod = u32(p.rq, PROD)
+    for i in range(3):
+        ctypes.memmove(p.rq + HDR + ((prod + i) % 8) * 64, struct.pack("=QII", 9, 1000, 0), 16)
+    u32(p.rq, PROD, prod + 3)
+    p.qb.post_send(SendWR(wr_id=77, num_sge=1, sg=[SGE(b.mr.buf, 10, b.mr.lkey)],
+                          send_flags=e.IBV_SEND_SIGNALED))
+    wc = poll(p.cb, secs=20)
+    if not wc or wc[0].status == e.IBV_WC_SUCCESS:
+        sys.exit(f"FAIL: garbage receive WQE: sender got {[(w.wr_id, w.status) for w in wc]}")
+    print(f"garbage receive WQEs: sender completes with status {wc[0].status}", flush=True)
+    done += 1
+
+    bystander.exchange("bystander after")
+    print(f"hostile: {done} scenarios ok")
+
+
+if __name__ == "__main__":
+    main()
