@@ -16,7 +16,7 @@ use crate::ox::rdma::verbs::{
 use crate::queue::{RecvEntry, RecvQueue, RingFault, SendEntry, SendRing};
 use crate::roce::TxPath;
 use crate::uapi::queue::{
-    wc_opcode, wc_status, Cqe, Sge, WrOpcode, WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV,
+    wc_opcode, wc_status, Cqe, Sge, WrOpcode, WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV, WQE_FLAG_FENCE,
     WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED,
 };
 use crate::uapi::ring::RingView;
@@ -585,6 +585,13 @@ impl QpInner {
                     return Err(f);
                 }
             };
+            // A fenced WQE waits until everything before it (in particular RDMA READs and
+            // ATOMICs, IBA 10.8.3.3) has completed; it stays in the ring meanwhile and the
+            // completions that free the requester run the QP again.
+            let idle = st.req.as_ref().map_or(true, |r| r.is_idle());
+            if entry.wqe.flags & WQE_FLAG_FENCE != 0 && !idle {
+                break;
+            }
             st.sq_view.consume();
             took = true;
             self.post_one(st, idx, entry);

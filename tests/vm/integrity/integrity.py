@@ -206,6 +206,28 @@ def main():
     if int.from_bytes(b.atom.read(8, 0), sys.byteorder) != 0xfeedface:
         sys.exit("FAIL: cmp_swap did not swap")
     print("atomics: 100 fetch_add + cmp_swap ok", flush=True)
+
+    # 5. Fence: an RDMA READ into A's buffer, then a fenced SEND of that buffer to B: the SEND
+    # must carry the data the READ brought (it may only start once the READ completed).
+    for k in range(20):
+        n = 60000 + k
+        pattern = rng.randbytes(n)
+        b.mr.write(pattern, n, 0)
+        a.mr.write(bytes(n), n, 0)
+        b.mr.write(bytes(n), n, 1 << 19)
+        b.qp.post_recv(RecvWR(wr_id=k, num_sge=1, sg=[SGE(b.mr.buf + (1 << 19), n, b.mr.lkey)]))
+        rd = SendWR(wr_id=1, opcode=e.IBV_WR_RDMA_READ, num_sge=1,
+                    sg=[SGE(a.mr.buf, n, a.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        rd.set_wr_rdma(b.mr.rkey, b.mr.buf)
+        snd = SendWR(wr_id=2, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(a.mr.buf, n, a.mr.lkey)],
+                     send_flags=e.IBV_SEND_SIGNALED | e.IBV_SEND_FENCE)
+        a.qp.post_send(rd)
+        a.qp.post_send(snd)
+        poll(a.cq, 2, "read + fenced send")
+        poll(b.cq, 1, "fenced recv")
+        if b.mr.read(n, 1 << 19) != pattern:
+            sys.exit(f"FAIL: fence: the fenced SEND did not carry the READ's data (round {k})")
+    print("fence: 20 READ + fenced SEND rounds ok", flush=True)
     print(f"integrity: {checked} bytes checked")
 
 
