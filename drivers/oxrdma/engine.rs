@@ -109,16 +109,31 @@ impl Engine {
     }
 
     /// Opens the RoCE v2 port of the device's namespace if not yet open.
+    ///
+    /// The engine's lock is not held while opening: that takes the RTNL, and the netdev
+    /// notifier (which runs under the RTNL) takes the engine's lock.
     pub(crate) fn open_tunnel(&self) -> Result {
-        let mut m = self.misc.lock();
-        if m.tunnel.as_ref().is_some_and(|t| t.is_open()) {
-            return Ok(());
-        }
-        let nd = m.netdev.as_ref().ok_or(ENODEV)?.clone();
+        let nd = {
+            let m = self.misc.lock();
+            if m.tunnel.as_ref().is_some_and(|t| t.is_open()) {
+                return Ok(());
+            }
+            m.netdev.as_ref().ok_or(ENODEV)?.clone()
+        };
         let rx = crate::link::receiver().ok_or(ENODEV)?;
         match TunnelRef::open(&nd.borrow(), icrc::ROCE_V2_UDP_PORT, rx) {
             Ok(t) => {
-                m.tunnel = Some(t);
+                // A concurrent opener may have won: keep one handle, drop the other (after
+                // the lock: dropping the last handle of a tunnel sleeps).
+                let old = {
+                    let mut m = self.misc.lock();
+                    if self.dead.load(Ordering::Acquire) {
+                        Some(t)
+                    } else {
+                        m.tunnel.replace(t)
+                    }
+                };
+                drop(old);
                 Ok(())
             }
             Err(e) => {
