@@ -26,7 +26,8 @@ const BLOCKED_FUNCTIONS: &str =
 /// Public structures whose size must agree between v55's and the installed verbs.h.
 const COMPARED_TYPES: &str = "ibv_device|ibv_context|verbs_context|ibv_pd|ibv_device_attr|\
 ibv_device_attr_ex|ibv_query_device_ex_input|ibv_port_attr|ibv_context_ops|ibv_cq|ibv_qp|\
-ibv_srq|ibv_mr|ibv_wc|ibv_send_wr|ibv_recv_wr|ibv_sge|ibv_qp_init_attr|ibv_qp_attr|ibv_ah_attr";
+ibv_srq|ibv_mr|ibv_wc|ibv_send_wr|ibv_recv_wr|ibv_sge|ibv_qp_init_attr|ibv_qp_attr|ibv_ah_attr|\
+ibv_cq_ex|ibv_cq_init_attr_ex|ibv_poll_cq_attr|ibv_qp_ex|ibv_qp_init_attr_ex|ibv_data_buf";
 
 fn include_dir() -> PathBuf {
     println!("cargo:rerun-if-env-changed=OXRDMA_RDMA_CORE_INCLUDE");

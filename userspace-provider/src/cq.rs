@@ -9,12 +9,13 @@
 
 use core::fmt;
 use core::mem::{offset_of, size_of};
-use std::sync::{Mutex, PoisonError};
+use core::ptr;
 
 use oxrdma_uapi::queue::{Cqe, CQE_SIZE, WC_FLAG_GRH, WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV};
 use oxrdma_uapi::verbs::CreateCqResp;
 
 use crate::ffi::sys;
+use crate::hold::HeldLock;
 use crate::ring::{in_flight, map_ring, Geometry, GeometryError, MappedRing, SetupError};
 
 /// The `CREATE_CQ` response buffer: core uverbs response, then oxrdma's driver data.
@@ -29,6 +30,56 @@ pub(crate) struct CreateCqRespBuf {
 
 const _: () =
     assert!(offset_of!(CreateCqRespBuf, drv) == size_of::<sys::ib_uverbs_create_cq_resp>());
+
+/// The extended `CREATE_CQ` response buffer (`ibv_cmd_create_cq_ex`): the core extended
+/// response, then oxrdma's driver data (the same as for `CREATE_CQ`).
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct CreateCqExRespBuf {
+    /// Filled by ib_core (or, with ioctl, by libibverbs from attributes).
+    pub(crate) ibv_resp: sys::ib_uverbs_ex_create_cq_resp,
+    /// Filled by oxrdma.ko.
+    pub(crate) drv: CreateCqResp,
+}
+
+const _: () =
+    assert!(offset_of!(CreateCqExRespBuf, drv) == size_of::<sys::ib_uverbs_ex_create_cq_resp>());
+
+/// The `wc_flags` of `ibv_create_cq_ex` the provider can produce: everything in a
+/// `struct ibv_wc` (verbs.h's `IBV_WC_STANDARD_FLAGS`). Completion timestamps, VLANs, flow
+/// tags and tag matching are not available.
+pub(crate) const SUPPORTED_WC_FLAGS: u64 = (sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_BYTE_LEN
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_IMM
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_QP_NUM
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SRC_QP
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SLID
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SL
+    | sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_DLID_PATH_BITS)
+    as u64;
+
+/// Checks the attributes of `ibv_create_cq_ex` before anything is created; the errno if the
+/// provider cannot honour them (`EOPNOTSUPP`, as rdma-core's tests expect for unsupported
+/// features).
+pub(crate) fn check_cq_init_ex(wc_flags: u64, comp_mask: u32, flags: u32) -> Result<(), i32> {
+    if wc_flags & !SUPPORTED_WC_FLAGS != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    // Parent domains are not supported, so IBV_CQ_INIT_ATTR_MASK_PD cannot name one.
+    if comp_mask & !sys::ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    // SINGLE_THREADED only allows skipping the lock. IGNORE_OVERRUN is refused: the provider
+    // refuses a ring whose producer ran ahead of it instead of reading overwritten entries.
+    let flags = if comp_mask & sys::ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+        flags
+    } else {
+        0
+    };
+    if flags & !sys::ibv_create_cq_attr_flags_IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(())
+}
 
 /// Checks the CQ ring geometry of a `CREATE_CQ` response.
 pub(crate) fn check_resp(drv: &CreateCqResp) -> Result<Geometry, GeometryError> {
@@ -97,13 +148,76 @@ pub(crate) fn cqe_to_wc(c: &Cqe) -> sys::ibv_wc {
 pub(crate) struct CompletionQueue {
     ring: MappedRing,
     consumer: u32,
+    /// In an extended poll (`ibv_start_poll` .. `ibv_end_poll`): the completion in the slot at
+    /// `consumer`, read but not consumed yet.
+    current: Option<Cqe>,
 }
 
 impl CompletionQueue {
     /// Starts at the consumer index in the header (the kernel initialises it, normally to 0).
     pub(crate) fn new(ring: MappedRing) -> Self {
         let consumer = ring.consumer();
-        Self { ring, consumer }
+        Self {
+            ring,
+            consumer,
+            current: None,
+        }
+    }
+
+    fn available(&self) -> Result<u32, Overrun> {
+        let producer = self.ring.producer();
+        in_flight(producer, self.consumer, self.ring.slots()).ok_or(Overrun {
+            producer,
+            consumer: self.consumer,
+        })
+    }
+
+    /// Reads the completion at the consumer index into `current`, if there is one.
+    fn read_current(&mut self) -> Result<Option<sys::ibv_wc>, Overrun> {
+        if self.available()? == 0 {
+            return Ok(None);
+        }
+        let mut buf = [0u8; CQE_SIZE];
+        self.ring.read_slot(self.consumer, &mut buf);
+        Ok(Some(cqe_to_wc(self.current.insert(Cqe::from_bytes(&buf)))))
+    }
+
+    /// Consumes `current`, if any (not yet published).
+    fn consume_current(&mut self) {
+        if self.current.take().is_some() {
+            self.consumer = self.consumer.wrapping_add(1);
+        }
+    }
+
+    /// `ibv_start_poll`: the oldest completion becomes the current one; `None` if there is
+    /// none (the poll then ends at once).
+    pub(crate) fn start(&mut self) -> Result<Option<sys::ibv_wc>, Overrun> {
+        self.current = None;
+        self.read_current()
+    }
+
+    /// `ibv_next_poll`: consumes the current completion and makes the next one current;
+    /// `None` if there is none yet (the consumer index is then published; the poll goes on
+    /// until [`Self::end`]).
+    pub(crate) fn next(&mut self) -> Result<Option<sys::ibv_wc>, Overrun> {
+        self.consume_current();
+        if self.available()? == 0 {
+            self.ring.publish_consumer(self.consumer);
+            return Ok(None);
+        }
+        self.read_current()
+    }
+
+    /// `ibv_end_poll`: consumes the current completion and publishes the consumer index.
+    pub(crate) fn end(&mut self) {
+        self.consume_current();
+        self.ring.publish_consumer(self.consumer);
+    }
+
+    /// The current completion of an extended poll (`ibv_wc_read_*`); a zeroed one outside a
+    /// poll (the caller broke the contract; nothing better to answer).
+    pub(crate) fn current(&self) -> sys::ibv_wc {
+        self.current.as_ref().map(cqe_to_wc).unwrap_or_default()
     }
 
     /// Hands up to `max` completions, oldest first, to `put`; returns how many.
@@ -112,11 +226,7 @@ impl CompletionQueue {
         max: usize,
         mut put: impl FnMut(sys::ibv_wc),
     ) -> Result<usize, Overrun> {
-        let producer = self.ring.producer();
-        let n = in_flight(producer, self.consumer, self.ring.slots()).ok_or(Overrun {
-            producer,
-            consumer: self.consumer,
-        })?;
+        let n = self.available()?;
         let take = max.min(n as usize);
         let mut buf = [0u8; CQE_SIZE];
         for _ in 0..take {
@@ -131,13 +241,15 @@ impl CompletionQueue {
     }
 }
 
-/// The provider's CQ: libibverbs' `ibv_cq` first (the address applications hold), then the
-/// ring. libibverbs writes the `ibv_cq` part (`verbs_init_cq`, event counters) at any time,
-/// so the provider only ever borrows `inner`, never the whole structure.
+/// The provider's CQ: libibverbs' `verbs_cq` first (the address applications hold, as an
+/// `ibv_cq` or, for `ibv_create_cq_ex`, as an `ibv_cq_ex`: the two share it), then the ring.
+/// libibverbs writes the `verbs_cq` part (`verbs_init_cq`, event counters) and the
+/// application reads `ibv_cq_ex::status`/`wr_id` at any time, so the provider only ever
+/// borrows `inner`, never the whole structure.
 #[repr(C)]
 pub(crate) struct OxCq {
     /// libibverbs' part.
-    pub(crate) ibv_cq: sys::ibv_cq,
+    pub(crate) vcq: sys::verbs_cq,
     /// Set once the ring is mapped, before the CQ is returned.
     pub(crate) inner: Option<CqInner>,
 }
@@ -145,16 +257,21 @@ pub(crate) struct OxCq {
 /// The provider's own part of a CQ.
 #[derive(Debug)]
 pub(crate) struct CqInner {
-    cq: Mutex<CompletionQueue>,
+    cq: HeldLock<CompletionQueue>,
 }
 
 impl OxCq {
-    /// A CQ for `ibv_cmd_create_cq` to fill in.
+    /// A CQ for `ibv_cmd_create_cq(_ex)` to fill in.
     pub(crate) fn new() -> Box<Self> {
         Box::new(Self {
-            ibv_cq: sys::ibv_cq::default(),
+            vcq: sys::verbs_cq::default(),
             inner: None,
         })
+    }
+
+    /// The `ibv_cq` member of `vcq` (for `ibv_cmd_create_cq` and the returned pointer).
+    pub(crate) fn ibv_cq_ptr(&mut self) -> *mut sys::ibv_cq {
+        ptr::addr_of_mut!(self.vcq).cast()
     }
 }
 
@@ -164,16 +281,40 @@ impl CqInner {
         let geo = check_resp(drv)?;
         let ring = map_ring(cmd_fd, &drv.ring, geo)?;
         Ok(Self {
-            cq: Mutex::new(CompletionQueue::new(ring)),
+            cq: HeldLock::new(CompletionQueue::new(ring)),
         })
     }
 
-    /// `ibv_poll_cq` under the CQ's lock ([`CompletionQueue::poll`]).
+    /// `ibv_poll_cq` under the CQ's lock ([`CompletionQueue::poll`]), after any extended poll
+    /// in progress.
     pub(crate) fn poll(&self, max: usize, put: impl FnMut(sys::ibv_wc)) -> Result<usize, Overrun> {
+        self.cq.with(|q| q.poll(max, put))
+    }
+
+    /// `ibv_start_poll`: status and wr_id of the first completion, `None` if there is none.
+    /// The CQ stays locked until [`Self::end_poll`] only when a completion was found.
+    pub(crate) fn start_poll(&self) -> Result<Option<(u32, u64)>, Overrun> {
+        self.cq.begin(|q| {
+            let r = q.start().map(|w| w.map(|w| (w.status, w.wr_id)));
+            let hold = matches!(r, Ok(Some(_)));
+            (r, hold)
+        })
+    }
+
+    /// `ibv_next_poll`: as [`Self::start_poll`], inside the poll.
+    pub(crate) fn next_poll(&self) -> Result<Option<(u32, u64)>, Overrun> {
         self.cq
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .poll(max, put)
+            .step(|q| q.next().map(|w| w.map(|w| (w.status, w.wr_id))))
+    }
+
+    /// `ibv_end_poll`: releases the CQ.
+    pub(crate) fn end_poll(&self) {
+        self.cq.end(CompletionQueue::end)
+    }
+
+    /// The current completion of the extended poll, for the `ibv_wc_read_*` accessors.
+    pub(crate) fn current(&self) -> sys::ibv_wc {
+        self.cq.step(|q| q.current())
     }
 }
 
@@ -367,8 +508,85 @@ mod tests {
 
     #[test]
     fn ox_cq_layout() {
-        assert_eq!(offset_of!(OxCq, ibv_cq), 0);
-        let cq = OxCq::new();
-        assert!(cq.inner.is_none() && cq.ibv_cq.context.is_null());
+        assert_eq!(offset_of!(OxCq, vcq), 0);
+        assert_eq!(size_of::<sys::verbs_cq>(), size_of::<sys::ibv_cq_ex>());
+        let mut cq = OxCq::new();
+        assert!(cq.inner.is_none());
+        assert_eq!(cq.ibv_cq_ptr().cast::<OxCq>(), &mut *cq as *mut OxCq);
+    }
+
+    #[test]
+    fn ex_response_buffer_layout() {
+        assert_eq!(size_of::<sys::ib_uverbs_ex_create_cq_resp>(), 16);
+        assert_eq!(offset_of!(CreateCqExRespBuf, drv), 16);
+    }
+
+    #[test]
+    fn cq_ex_attributes() {
+        use sys::*;
+        // IBV_WC_STANDARD_FLAGS.
+        let std = 0x7f;
+        assert_eq!(SUPPORTED_WC_FLAGS, std);
+        assert_eq!(check_cq_init_ex(0, 0, 0), Ok(()));
+        assert_eq!(check_cq_init_ex(std, 0, 0), Ok(()));
+        for bad in [
+            ibv_create_cq_wc_flags_IBV_WC_EX_WITH_COMPLETION_TIMESTAMP,
+            ibv_create_cq_wc_flags_IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
+            ibv_create_cq_wc_flags_IBV_WC_EX_WITH_CVLAN,
+            ibv_create_cq_wc_flags_IBV_WC_EX_WITH_FLOW_TAG,
+            ibv_create_cq_wc_flags_IBV_WC_EX_WITH_TM_INFO,
+        ] {
+            assert_eq!(
+                check_cq_init_ex(std | u64::from(bad), 0, 0),
+                Err(libc::EOPNOTSUPP)
+            );
+        }
+        let mask = ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_FLAGS;
+        let single = ibv_create_cq_attr_flags_IBV_CREATE_CQ_ATTR_SINGLE_THREADED;
+        let overrun = ibv_create_cq_attr_flags_IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+        assert_eq!(check_cq_init_ex(0, mask, single), Ok(()));
+        assert_eq!(check_cq_init_ex(0, mask, overrun), Err(libc::EOPNOTSUPP));
+        // Flags without the mask bit are not looked at.
+        assert_eq!(check_cq_init_ex(0, 0, overrun), Ok(()));
+        assert_eq!(
+            check_cq_init_ex(0, ibv_cq_init_attr_mask_IBV_CQ_INIT_ATTR_MASK_PD, 0),
+            Err(libc::EOPNOTSUPP)
+        );
+    }
+
+    #[test]
+    fn extended_poll() {
+        let ring = MappedRing::for_test(4, 64);
+        let mut cq = CompletionQueue::new(ring);
+        assert_eq!(cq.start().unwrap().map(|w| w.wr_id), None);
+        for i in 0..3 {
+            produce(&cq.ring, i, &cqe(100 + u64::from(i)));
+        }
+        cq.ring.kernel_store(RING_PRODUCER_OFFSET, 2);
+        assert_eq!(cq.start().unwrap().map(|w| w.wr_id), Some(100));
+        assert_eq!(cq.current().byte_len, 100);
+        assert_eq!(cq.ring.consumer(), 0, "nothing consumed yet");
+        assert_eq!(cq.next().unwrap().map(|w| w.wr_id), Some(101));
+        // Empty: the two are consumed and published; polling again finds nothing twice.
+        assert_eq!(cq.next().unwrap().map(|w| w.wr_id), None);
+        assert_eq!(cq.ring.consumer(), 2);
+        assert_eq!(cq.next().unwrap().map(|w| w.wr_id), None);
+        assert_eq!(cq.ring.consumer(), 2);
+        // A new completion arrives during the poll.
+        cq.ring.kernel_store(RING_PRODUCER_OFFSET, 3);
+        assert_eq!(cq.next().unwrap().map(|w| w.wr_id), Some(102));
+        cq.end();
+        assert_eq!(cq.ring.consumer(), 3);
+        assert_eq!(cq.current().wr_id, 0);
+        // Ending after an empty next consumes nothing more.
+        cq.end();
+        assert_eq!(cq.ring.consumer(), 3);
+        // The legacy poll sees the same ring.
+        produce(&cq.ring, 3, &cqe(103));
+        cq.ring.kernel_store(RING_PRODUCER_OFFSET, 4);
+        assert_eq!(poll(&mut cq, 4), Ok(vec![103]));
+        // Hostile producer.
+        cq.ring.kernel_store(RING_PRODUCER_OFFSET, 100);
+        assert!(cq.start().is_err());
     }
 }

@@ -17,7 +17,8 @@
 //!   [`ffi::Mapping`], the room and index checks), used by
 //! * [`cq`] (polling the kernel-produced CQ ring), [`send`] (`ibv_send_wr` to send slots and
 //!   the doorbell decision), [`recv`] (`ibv_recv_wr` to receive slots), [`qp`] and [`srq`]
-//!   (create responses, one lock per ring).
+//!   (create responses, one lock per ring), [`hold`] (the lock the extended verbs hold from
+//!   `ibv_start_poll` to `ibv_end_poll` and from `ibv_wr_start` to `ibv_wr_complete`).
 //!
 //! Every structure shared with the kernel comes from the `oxrdma-uapi` crate, the single
 //! definition of the user/kernel ABI.
@@ -26,6 +27,7 @@ mod context;
 mod cq;
 mod device;
 mod ffi;
+mod hold;
 mod mr;
 mod pd;
 mod qp;

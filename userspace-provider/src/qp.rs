@@ -2,14 +2,16 @@
 //! Queue pairs: the `CREATE_QP` response, and the send and receive rings of a QP.
 
 use core::mem::{offset_of, size_of};
+use core::ptr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use oxrdma_uapi::verbs::CreateQpResp;
 
 use crate::ffi::sys;
+use crate::hold::HeldLock;
 use crate::recv::{self, RecvQueue};
 use crate::ring::{map_ring, Geometry, GeometryError, SetupError};
-use crate::send::{SendCaps, SendQueue};
+use crate::send::{SendCaps, SendQueue, SUPPORTED_SEND_OPS};
 
 /// The `CREATE_QP` response buffer: core uverbs response, then oxrdma's driver data.
 #[repr(C)]
@@ -107,31 +109,123 @@ pub(crate) fn check_resp(drv: &CreateQpResp, g: &QpGrant) -> Result<QpLayout, Se
     Ok(QpLayout { sq, rq })
 }
 
-/// The provider's QP: libibverbs' `ibv_qp` first (the address applications hold), then the
-/// rings. libibverbs writes the `ibv_qp` part (state, event counters) at any time, so the
-/// provider only ever borrows `inner`.
+/// What `ibv_create_qp_ex` asks for, checked before anything is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct QpInitEx {
+    /// The `comp_mask` to pass to `ibv_cmd_create_qp_ex` (`IBV_QP_INIT_ATTR_CREATE_FLAGS` with
+    /// no flags is dropped: that command refuses the bit, and there is nothing to create).
+    pub(crate) comp_mask: u32,
+    /// The `send_ops_flags` when the `ibv_wr_*` API is wanted
+    /// (`IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`).
+    pub(crate) send_ops: Option<u64>,
+}
+
+/// Checks the attributes of `ibv_create_qp_ex`: `EINVAL` without a PD (as libibverbs),
+/// `EOPNOTSUPP` for what the provider does not implement (XRC domains, creation flags, TSO,
+/// RSS, memory windows, ...), as rdma-core's tests expect.
+pub(crate) fn check_qp_init_ex(
+    comp_mask: u32,
+    create_flags: u32,
+    send_ops_flags: u64,
+) -> Result<QpInitEx, i32> {
+    let pd = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_PD;
+    let ops = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    let cflags = sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    let mut comp_mask = comp_mask;
+    if comp_mask & cflags != 0 {
+        if create_flags != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        comp_mask &= !cflags;
+    }
+    if comp_mask & !(pd | ops) != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if comp_mask & pd == 0 {
+        return Err(libc::EINVAL);
+    }
+    let send_ops = if comp_mask & ops == 0 {
+        None
+    } else if send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
+        return Err(libc::EOPNOTSUPP);
+    } else {
+        Some(send_ops_flags)
+    };
+    Ok(QpInitEx {
+        comp_mask,
+        send_ops,
+    })
+}
+
+/// `sizeof(struct ibv_qp_ex)` in the installed libibverbs (rdma-core 44): v55's structure
+/// without the `wr_flush` it appended. libibverbs 44 (and code compiled against its verbs.h,
+/// `ibv_qp_to_qp_ex`) finds `verbs_qp::comp_mask` right after that many bytes, so the
+/// provider lays `verbs_qp` out itself ([`VerbsQp`]) and never writes `wr_flush`.
+pub(crate) const QP_EX_SIZE: usize = offset_of!(sys::ibv_qp_ex, wr_flush);
+
+/// The `ibv_qp` / `ibv_qp_ex` union of rdma-core 44's `struct verbs_qp`.
+#[repr(C)]
+pub(crate) union QpUnion {
+    /// The plain QP (also the start of `ibv_qp_ex`, its `qp_base`).
+    pub(crate) qp: sys::ibv_qp,
+    raw: [u64; QP_EX_SIZE / 8],
+}
+
+/// rdma-core 44's `struct verbs_qp`.
+#[repr(C)]
+pub(crate) struct VerbsQp {
+    /// `ibv_qp`, or `ibv_qp_ex` (44's size) for a QP created with send ops flags.
+    pub(crate) u: QpUnion,
+    /// `VERBS_QP_XRCD`, `VERBS_QP_EX`.
+    pub(crate) comp_mask: u32,
+    /// Not used (no XRC).
+    pub(crate) xrcd: *mut sys::verbs_xrcd,
+}
+
+const _: () = {
+    assert!(size_of::<QpUnion>() == QP_EX_SIZE);
+    assert!(offset_of!(VerbsQp, comp_mask) == QP_EX_SIZE);
+    // Everything the provider writes in ibv_qp_ex lies before wr_flush.
+    assert!(offset_of!(sys::ibv_qp_ex, wr_atomic_write) + 8 == QP_EX_SIZE);
+};
+
+/// The provider's QP: libibverbs' `verbs_qp` first (the address applications hold, as an
+/// `ibv_qp` or an `ibv_qp_ex`), then the rings. libibverbs and the application write the
+/// `verbs_qp` part (state, event counters, `ibv_qp_ex::wr_id`) at any time, so the provider
+/// only ever borrows `inner`.
 #[repr(C)]
 pub(crate) struct OxQp {
     /// libibverbs' part.
-    pub(crate) ibv_qp: sys::ibv_qp,
+    pub(crate) vqp: VerbsQp,
     /// Set once the rings are mapped, before the QP is returned.
     pub(crate) inner: Option<QpInner>,
 }
 
 impl OxQp {
-    /// A QP for `ibv_cmd_create_qp` to fill in.
+    /// A QP for `ibv_cmd_create_qp(_ex)` to fill in.
     pub(crate) fn new() -> Box<Self> {
         Box::new(Self {
-            ibv_qp: sys::ibv_qp::default(),
+            vqp: VerbsQp {
+                u: QpUnion {
+                    raw: [0; QP_EX_SIZE / 8],
+                },
+                comp_mask: 0,
+                xrcd: ptr::null_mut(),
+            },
             inner: None,
         })
+    }
+
+    /// The `ibv_qp` (for the create commands and the returned pointer).
+    pub(crate) fn ibv_qp_ptr(&mut self) -> *mut sys::ibv_qp {
+        ptr::addr_of_mut!(self.vqp).cast()
     }
 }
 
 /// The provider's own part of a QP: each ring behind its own lock.
 #[derive(Debug)]
 pub(crate) struct QpInner {
-    sq: Mutex<SendQueue>,
+    sq: HeldLock<SendQueue>,
     rq: Option<Mutex<RecvQueue>>,
     /// The uverbs handle, for the doorbell.
     pub(crate) handle: u32,
@@ -152,16 +246,16 @@ impl QpInner {
             None => None,
         };
         Ok(Self {
-            sq: Mutex::new(sq),
+            sq: HeldLock::new(sq),
             rq,
             handle: g.handle,
             cmd_fd,
         })
     }
 
-    /// The send queue, locked.
-    pub(crate) fn lock_sq(&self) -> MutexGuard<'_, SendQueue> {
-        self.sq.lock().unwrap_or_else(PoisonError::into_inner)
+    /// The send queue (held across `ibv_wr_start` .. `ibv_wr_complete`).
+    pub(crate) fn sq(&self) -> &HeldLock<SendQueue> {
+        &self.sq
     }
 
     /// The receive queue, locked; `None` when the QP receives through an SRQ.
@@ -183,7 +277,52 @@ mod tests {
         assert_eq!(size_of::<sys::ib_uverbs_create_qp_resp>(), 32);
         assert_eq!(offset_of!(CreateQpRespBuf, drv), 32);
         assert_eq!(size_of::<CreateQpRespBuf>(), 32 + 56);
-        assert_eq!(offset_of!(OxQp, ibv_qp), 0);
+        assert_eq!(offset_of!(OxQp, vqp), 0);
+        // rdma-core 44's verbs_qp: the 352-byte union, comp_mask, xrcd.
+        assert_eq!(QP_EX_SIZE, 352);
+        assert_eq!(size_of::<VerbsQp>(), 352 + 16);
+        let mut qp = OxQp::new();
+        assert_eq!(qp.ibv_qp_ptr().cast::<OxQp>(), &mut *qp as *mut OxQp);
+    }
+
+    #[test]
+    fn qp_init_ex_attributes() {
+        use sys::*;
+        let pd = ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_PD;
+        let ops = ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        let cf = ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        let send = u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND);
+        let ok = |comp_mask, send_ops| {
+            Ok(QpInitEx {
+                comp_mask,
+                send_ops,
+            })
+        };
+        assert_eq!(check_qp_init_ex(pd, 0, 0), ok(pd, None));
+        assert_eq!(check_qp_init_ex(pd, 0, send), ok(pd, None), "no mask bit");
+        assert_eq!(
+            check_qp_init_ex(pd | ops, 0, send),
+            ok(pd | ops, Some(send))
+        );
+        assert_eq!(check_qp_init_ex(ops, 0, send), Err(libc::EINVAL));
+        let mw = u64::from(ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW);
+        assert_eq!(
+            check_qp_init_ex(pd | ops, 0, send | mw),
+            Err(libc::EOPNOTSUPP)
+        );
+        // Creation flags: none is fine (the bit is dropped), any is not supported.
+        assert_eq!(check_qp_init_ex(pd | cf, 0, 0), ok(pd, None));
+        assert_eq!(check_qp_init_ex(pd | cf, 2, 0), Err(libc::EOPNOTSUPP));
+        assert_eq!(check_qp_init_ex(pd, 2, 0), ok(pd, None), "no mask bit");
+        for m in [
+            ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_XRCD,
+            ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_MAX_TSO_HEADER,
+            ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_IND_TABLE,
+            ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_RX_HASH,
+            1 << 20,
+        ] {
+            assert_eq!(check_qp_init_ex(pd | m, 0, 0), Err(libc::EOPNOTSUPP));
+        }
     }
 
     fn grant(has_srq: bool) -> QpGrant {

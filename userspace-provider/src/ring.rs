@@ -365,6 +365,13 @@ impl ProducerRing {
         self.room -= 1;
     }
 
+    /// Forgets the slots committed since the last publish (the kernel never saw them).
+    pub(crate) fn rollback(&mut self) {
+        let n = self.producer.wrapping_sub(self.published);
+        self.producer = self.published;
+        self.room += n;
+    }
+
     /// Publishes the committed slots; `true` if there were any since the last publish.
     pub(crate) fn publish(&mut self) -> bool {
         if self.producer == self.published {
@@ -461,6 +468,20 @@ mod tests {
         assert_eq!(p.reserve(), Err(PostError::Full));
         p.ring().kernel_store(RING_CONSUMER_OFFSET, 6);
         assert_eq!(p.reserve(), Ok(6));
+        // Committed but unpublished slots can be taken back.
+        assert!(p.publish());
+        p.commit();
+        assert_eq!(p.reserve(), Ok(7));
+        p.commit();
+        p.rollback();
+        assert_eq!(p.reserve(), Ok(6));
+        assert!(!p.publish());
+        assert_eq!(p.ring().producer(), 6);
+        for i in 6..10 {
+            assert_eq!(p.reserve(), Ok(i));
+            p.commit();
+        }
+        assert_eq!(p.reserve(), Err(PostError::Full));
     }
 
     #[test]

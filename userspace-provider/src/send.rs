@@ -7,6 +7,13 @@
 //! bad work request fails `ibv_post_send` instead of breaking the QP), copies the slot into
 //! the ring, and after the whole list publishes the producer index; the kernel is woken only
 //! when it is not already busy with the queue ([`SendQueue::finish`]).
+//!
+//! The `ibv_wr_*` API (`ibv_qp_ex`) builds the same slots: an opcode call
+//! ([`SendQueue::wr_begin`]) starts a work request, `ibv_wr_set_sge*` /
+//! `ibv_wr_set_inline_data*` give its data, and the next opcode call or `ibv_wr_complete`
+//! ([`SendQueue::wr_complete`]) writes it. Nothing is published before `ibv_wr_complete`, which
+//! then follows the same doorbell rule; an invalid work request anywhere in the batch discards
+//! the whole batch, as does `ibv_wr_abort`.
 
 use oxrdma_uapi::queue::{
     SendWqe, Sge, WrOpcode, SEND_WQE_SIZE, SGE_SIZE, WQE_FLAG_FENCE, WQE_FLAG_INLINE,
@@ -168,9 +175,6 @@ pub(crate) fn encode_send(
         .ok()
         .and_then(WrOpcode::from_u8)
         .ok_or(PostError::Invalid)?;
-    if wr.sges.len() > caps.max_sge as usize {
-        return Err(PostError::Invalid);
-    }
     let mut w = SendWqe {
         wr_id: wr.wr_id,
         opcode: opcode as u8,
@@ -231,7 +235,7 @@ pub(crate) fn encode_send(
         total as usize
     } else if opcode.has_data() {
         let n = wr.sges.len();
-        if n * SGE_SIZE > body.len() {
+        if n > caps.max_sge as usize || n * SGE_SIZE > body.len() {
             return Err(PostError::Invalid);
         }
         // Fits in u8: at most max_sge, and validate() below checks against that as a u8.
@@ -241,6 +245,9 @@ pub(crate) fn encode_send(
         }
         n * SGE_SIZE
     } else {
+        if wr.sges.len() > caps.max_sge as usize {
+            return Err(PostError::Invalid);
+        }
         0
     };
     // Exactly the kernel's check: never publish a WQE it would refuse.
@@ -251,12 +258,64 @@ pub(crate) fn encode_send(
     Ok(SEND_WQE_SIZE + used)
 }
 
+/// The `ibv_qp_create_send_ops_flags` (`IBV_QP_EX_WITH_*`) the provider implements: the
+/// opcodes of [`WrOpcode`]. Memory windows, TSO, atomic write and flush are not available.
+pub(crate) const SUPPORTED_SEND_OPS: u64 =
+    (sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_IMM
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_RDMA_READ
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_LOCAL_INV
+        | sys::ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
+
+/// An `ibv_wr_*` opcode call: everything of a work request but its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WrHeader {
+    /// `ibv_qp_ex::wr_id` at the call.
+    pub(crate) wr_id: u64,
+    /// The opcode (`IBV_WR_*`) the call stands for.
+    pub(crate) opcode: u32,
+    /// `ibv_qp_ex::wr_flags` at the call (`IBV_SEND_INLINE` there is ignored: inline data comes
+    /// from `ibv_wr_set_inline_data*`).
+    pub(crate) send_flags: u32,
+    /// The immediate (network-order bits) or the R_Key to invalidate, else 0.
+    pub(crate) imm_or_inv: u32,
+    /// Remote address and key, or atomic operands.
+    pub(crate) target: Target,
+}
+
+/// Where the data of the work request being built comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WrData {
+    /// None given (yet).
+    None,
+    /// `ex_sges`.
+    Sges,
+    /// `ex_inline`.
+    Inline,
+}
+
+/// The `ibv_wr_*` batch in progress.
+#[derive(Debug, Default)]
+struct Batch {
+    /// The work request being built (its data in `ex_sges`/`ex_inline`).
+    pending: Option<(WrHeader, WrData)>,
+    /// The first error of the batch.
+    err: Option<PostError>,
+}
+
 /// A QP's send queue: the producer side of the SQ ring and a slot-sized scratch buffer.
 #[derive(Debug)]
 pub(crate) struct SendQueue {
     ring: ProducerRing,
     caps: SendCaps,
     scratch: Vec<u8>,
+    batch: Batch,
+    ex_sges: Vec<Sge>,
+    ex_inline: Vec<u8>,
 }
 
 impl SendQueue {
@@ -268,6 +327,9 @@ impl SendQueue {
             ring: ProducerRing::new(ring),
             caps,
             scratch,
+            batch: Batch::default(),
+            ex_sges: Vec::new(),
+            ex_inline: Vec::new(),
         })
     }
 
@@ -294,6 +356,121 @@ impl SendQueue {
     /// is busy with the queue.
     pub(crate) fn finish(&mut self) -> bool {
         self.ring.publish() && self.ring.ring().flags_after_fence() & RING_FLAG_KERNEL_BUSY == 0
+    }
+
+    /// `ibv_wr_start`: a new, empty batch.
+    pub(crate) fn wr_start(&mut self) {
+        self.ring.rollback();
+        self.batch = Batch::default();
+    }
+
+    /// Records the batch's first error.
+    pub(crate) fn wr_fail(&mut self, e: PostError) {
+        self.batch.err.get_or_insert(e);
+    }
+
+    /// Writes the work request being built, if any, into the ring (unpublished).
+    fn wr_flush(&mut self) {
+        let Some((hdr, data)) = self.batch.pending.take() else {
+            return;
+        };
+        if self.batch.err.is_some() {
+            return;
+        }
+        let sges = core::mem::take(&mut self.ex_sges);
+        let inline = core::mem::take(&mut self.ex_inline);
+        let mut send_flags = hdr.send_flags & !sys::ibv_send_flags_IBV_SEND_INLINE;
+        let one_len;
+        let list: &[Sge] = match data {
+            WrData::None => &[],
+            WrData::Sges => &sges,
+            WrData::Inline => {
+                // encode_send takes inline data as SGE lengths plus a gather of the bytes.
+                send_flags |= sys::ibv_send_flags_IBV_SEND_INLINE;
+                one_len = [Sge {
+                    addr: 0,
+                    length: u32::try_from(inline.len()).unwrap_or(u32::MAX),
+                    lkey: 0,
+                }];
+                &one_len
+            }
+        };
+        let inline_ok = data != WrData::Inline
+            || u8::try_from(hdr.opcode)
+                .ok()
+                .and_then(WrOpcode::from_u8)
+                .is_some_and(data_out);
+        let r = if inline_ok {
+            let wr = SendWr {
+                wr_id: hdr.wr_id,
+                opcode: hdr.opcode,
+                send_flags,
+                imm_or_inv: hdr.imm_or_inv,
+                target: hdr.target,
+                sges: list,
+            };
+            self.post(&wr, |out| out.copy_from_slice(&inline))
+        } else {
+            Err(PostError::Invalid)
+        };
+        self.ex_sges = sges;
+        self.ex_inline = inline;
+        if let Err(e) = r {
+            self.wr_fail(e);
+        }
+    }
+
+    /// An opcode call (`ibv_wr_send`, `ibv_wr_rdma_write`, ...): writes the previous work
+    /// request and starts this one, without data until `ibv_wr_set_*`.
+    pub(crate) fn wr_begin(&mut self, hdr: WrHeader) {
+        self.wr_flush();
+        self.ex_sges.clear();
+        self.ex_inline.clear();
+        self.batch.pending = Some((hdr, WrData::None));
+    }
+
+    /// `ibv_wr_set_sge` / `ibv_wr_set_sge_list`: the SGEs of the work request being built.
+    pub(crate) fn wr_set_sges(&mut self, sges: &[Sge]) {
+        let Some((_, data)) = self.batch.pending.as_mut() else {
+            return self.wr_fail(PostError::Invalid);
+        };
+        *data = WrData::Sges;
+        self.ex_sges.clear();
+        self.ex_sges.extend_from_slice(sges);
+    }
+
+    /// `ibv_wr_set_inline_data` / `_list`: the inline data of the work request being built,
+    /// in pieces (each copied now, as the verbs require). Refused beyond `max_inline_data`.
+    pub(crate) fn wr_set_inline<'a>(&mut self, parts: impl IntoIterator<Item = &'a [u8]>) {
+        let Some((_, data)) = self.batch.pending.as_mut() else {
+            return self.wr_fail(PostError::Invalid);
+        };
+        *data = WrData::Inline;
+        self.ex_inline.clear();
+        let max = self.caps.max_inline as usize;
+        for p in parts {
+            if p.len() > max - self.ex_inline.len() {
+                return self.wr_fail(PostError::Invalid);
+            }
+            self.ex_inline.extend_from_slice(p);
+        }
+    }
+
+    /// `ibv_wr_complete`: writes the last work request and publishes the batch; `Ok(true)` if
+    /// the doorbell must be rung ([`Self::finish`]). On an error in the batch, nothing of it
+    /// is published.
+    pub(crate) fn wr_complete(&mut self) -> Result<bool, PostError> {
+        self.wr_flush();
+        if let Some(e) = core::mem::take(&mut self.batch).err {
+            self.ring.rollback();
+            return Err(e);
+        }
+        Ok(self.finish())
+    }
+
+    /// `ibv_wr_abort`: discards the batch.
+    pub(crate) fn wr_abort(&mut self) {
+        self.wr_start();
     }
 }
 
@@ -590,6 +767,153 @@ mod tests {
             q.post(&wr(u32::MAX, &[]), no_gather),
             Err(PostError::Invalid)
         );
+    }
+
+    fn hdr(opcode: u32) -> WrHeader {
+        WrHeader {
+            wr_id: 7,
+            opcode,
+            send_flags: sys::ibv_send_flags_IBV_SEND_SIGNALED,
+            imm_or_inv: 0,
+            target: Target::None,
+        }
+    }
+
+    fn slot(q: &SendQueue, index: u32) -> (SendWqe, Vec<u8>) {
+        let mut b = vec![0u8; q.ring.ring().slot_size()];
+        q.ring.ring().read_slot(index, &mut b);
+        (
+            SendWqe::from_bytes(b[..64].try_into().unwrap()),
+            b[64..].to_vec(),
+        )
+    }
+
+    #[test]
+    fn wr_batches_build_the_same_slots() {
+        let ring = MappedRing::for_test(4, 128);
+        let mut q = SendQueue::new(ring, CAPS).unwrap();
+        q.wr_start();
+        q.wr_begin(hdr(sys::ibv_wr_opcode_IBV_WR_SEND));
+        q.wr_set_sges(&[sge(0x1000, 4), sge(0x2000, 8)]);
+        let mut w = hdr(sys::ibv_wr_opcode_IBV_WR_RDMA_WRITE_WITH_IMM);
+        w.wr_id = 8;
+        w.imm_or_inv = 0x0102_0304;
+        // IBV_SEND_INLINE in wr_flags is ignored; inline data comes from wr_set_inline.
+        w.send_flags |= sys::ibv_send_flags_IBV_SEND_INLINE;
+        w.target = Target::Rdma(RdmaFields {
+            remote_addr: 0x9000,
+            rkey: 0x55,
+        });
+        q.wr_begin(w);
+        q.wr_set_inline([&b"abc"[..], &b"de"[..]]);
+        q.wr_begin(hdr(sys::ibv_wr_opcode_IBV_WR_RDMA_READ));
+        q.wr_set_sges(&[sge(0x3000, 16)]);
+        // Written but not published before wr_complete.
+        assert_eq!(q.ring.ring().producer(), 0);
+        assert_eq!(q.wr_complete(), Ok(true));
+        assert_eq!(q.ring.ring().producer(), 3);
+
+        let (h, body) = slot(&q, 0);
+        assert_eq!(
+            (h.wr_id, h.opcode, h.flags, h.num_sge),
+            (7, WrOpcode::Send as u8, WQE_FLAG_SIGNALED, 2)
+        );
+        assert_eq!(&body[..16], &sge(0x1000, 4).to_bytes());
+        let (h, body) = slot(&q, 1);
+        assert_eq!(
+            (h.wr_id, h.opcode, h.flags, h.inline_len, h.num_sge),
+            (
+                8,
+                WrOpcode::RdmaWriteWithImm as u8,
+                WQE_FLAG_SIGNALED | WQE_FLAG_INLINE,
+                5,
+                0
+            )
+        );
+        assert_eq!(
+            (h.remote_addr, h.rkey, h.imm_or_inv),
+            (0x9000, 0x55, 0x0102_0304)
+        );
+        assert_eq!(&body[..5], b"abcde");
+        let (h, _) = slot(&q, 2);
+        assert_eq!((h.opcode, h.num_sge), (WrOpcode::RdmaRead as u8, 1));
+    }
+
+    #[test]
+    fn wr_errors_and_abort_discard_the_batch() {
+        let ring = MappedRing::for_test(4, 128);
+        let mut q = SendQueue::new(ring, CAPS).unwrap();
+        let send = hdr(sys::ibv_wr_opcode_IBV_WR_SEND);
+        // Abort.
+        q.wr_start();
+        q.wr_begin(send);
+        q.wr_set_sges(&[sge(1, 1)]);
+        q.wr_abort();
+        assert_eq!(q.wr_complete(), Ok(false), "nothing left to post");
+        // Too many SGEs in the second WR: the first is not posted either.
+        q.wr_start();
+        q.wr_begin(send);
+        q.wr_begin(send);
+        q.wr_set_sges(&[sge(1, 1); 5]);
+        assert_eq!(q.wr_complete(), Err(PostError::Invalid));
+        assert_eq!(q.ring.ring().producer(), 0);
+        // Inline data beyond max_inline_data, and inline data for a read.
+        q.wr_start();
+        q.wr_begin(send);
+        q.wr_set_inline([&[0u8; 60][..], &[0u8; 5][..]]);
+        assert_eq!(q.wr_complete(), Err(PostError::Invalid));
+        q.wr_start();
+        q.wr_begin(hdr(sys::ibv_wr_opcode_IBV_WR_RDMA_READ));
+        q.wr_set_inline([&b"x"[..]]);
+        assert_eq!(q.wr_complete(), Err(PostError::Invalid));
+        // Data without an opcode call; an explicit failure.
+        q.wr_start();
+        q.wr_set_sges(&[sge(1, 1)]);
+        assert_eq!(q.wr_complete(), Err(PostError::Invalid));
+        q.wr_start();
+        q.wr_begin(send);
+        q.wr_fail(PostError::Invalid);
+        assert_eq!(q.wr_complete(), Err(PostError::Invalid));
+        // A full ring.
+        q.wr_start();
+        for _ in 0..5 {
+            q.wr_begin(send);
+        }
+        assert_eq!(q.wr_complete(), Err(PostError::Full));
+        assert_eq!(q.ring.ring().producer(), 0);
+        // And a good batch after all that: zero-length SGE, no data at all.
+        q.wr_start();
+        q.wr_begin(send);
+        q.wr_set_sges(&[sge(1, 0)]);
+        q.wr_begin(send);
+        assert_eq!(q.wr_complete(), Ok(true));
+        assert_eq!(q.ring.ring().producer(), 2);
+        assert_eq!(slot(&q, 1).0.num_sge, 0);
+    }
+
+    #[test]
+    fn inline_needs_no_sges() {
+        let caps = SendCaps { max_sge: 0, ..CAPS };
+        let sges = [sge(1, 10)];
+        let mut w = wr(sys::ibv_wr_opcode_IBV_WR_SEND, &sges);
+        w.send_flags = sys::ibv_send_flags_IBV_SEND_INLINE;
+        assert!(encode(&w, &caps).is_ok());
+        w.send_flags = 0;
+        assert_eq!(encode(&w, &caps).unwrap_err(), PostError::Invalid);
+    }
+
+    #[test]
+    fn supported_send_ops() {
+        use sys::*;
+        for op in [
+            ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_BIND_MW,
+            ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_TSO,
+            ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_FLUSH,
+            ibv_qp_create_send_ops_flags_IBV_QP_EX_WITH_ATOMIC_WRITE,
+        ] {
+            assert_eq!(SUPPORTED_SEND_OPS & u64::from(op), 0);
+        }
+        assert_eq!(SUPPORTED_SEND_OPS, 0x2ff);
     }
 
     #[test]

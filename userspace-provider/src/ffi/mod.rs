@@ -13,6 +13,19 @@
 //! libibverbs.so.1 exports are called.
 #![allow(unsafe_code)]
 
+/// `Option<&Inner>`: the provider part (`inner`) of an `OxCq`, `OxQp` or `OxSrq`, from
+/// libibverbs' pointer to its first member.
+macro_rules! inner_of {
+    ($ptr:expr, $ty:ty) => {{
+        let p = $ptr.cast::<$ty>();
+        // SAFETY: libibverbs only passes objects this provider created, each the first
+        // member of a live Box<$ty>; only the `inner` member is borrowed, which nothing but
+        // this provider touches, and it is not changed after creation.
+        unsafe { (*core::ptr::addr_of!((*p).inner)).as_ref() }
+    }};
+}
+
+mod ex;
 mod mapping;
 mod queues;
 pub(crate) mod sys;
@@ -84,12 +97,14 @@ static CONTEXT_OPS: CStatic<sys::verbs_context_ops> = CStatic(sys::verbs_context
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
     create_cq: Some(queues::create_cq),
+    create_cq_ex: Some(ex::create_cq_ex),
     destroy_cq: Some(queues::destroy_cq),
     poll_cq: Some(queues::poll_cq),
     req_notify_cq: Some(queues::req_notify_cq),
     reg_mr: Some(queues::reg_mr),
     dereg_mr: Some(queues::dereg_mr),
     create_qp: Some(queues::create_qp),
+    create_qp_ex: Some(ex::create_qp_ex),
     query_qp: Some(queues::query_qp),
     modify_qp: Some(queues::modify_qp),
     destroy_qp: Some(queues::destroy_qp),
@@ -445,6 +460,18 @@ mod tests {
             ibv_qp_init_attr,
             ibv_qp_attr,
             ibv_ah_attr,
+            ibv_cq_ex,
+            ibv_cq_init_attr_ex,
+            ibv_poll_cq_attr,
+            ibv_qp_init_attr_ex,
+            ibv_data_buf,
+        );
+        // Known difference: v55 appended `wr_flush` to ibv_qp_ex, and so moved the members
+        // of verbs_qp after it; the provider lays verbs_qp out as rdma-core 44 does.
+        assert_eq!(
+            size_of::<installed::ibv_qp_ex>(),
+            crate::qp::QP_EX_SIZE,
+            "ibv_qp_ex of the installed verbs.h"
         );
         // Known difference: v55 appended `active_speed_ex` to ibv_port_attr. The provider
         // only passes the caller's pointer through (query_port), so either size works.
@@ -473,8 +500,9 @@ mod tests {
         assert!(c.destroy_qp.is_some() && c.post_send.is_some() && c.post_recv.is_some());
         assert!(c.create_srq.is_some() && c.modify_srq.is_some() && c.query_srq.is_some());
         assert!(c.destroy_srq.is_some() && c.post_srq_recv.is_some());
+        assert!(c.create_cq_ex.is_some() && c.create_qp_ex.is_some());
         // Not provided: libibverbs keeps its defaults (EOPNOTSUPP, or a no-op cq_event).
-        assert!(c.create_cq_ex.is_none() && c.create_qp_ex.is_none() && c.create_ah.is_none());
+        assert!(c.create_ah.is_none() && c.query_qp_data_in_order.is_none());
     }
 
     #[test]
@@ -483,8 +511,8 @@ mod tests {
         assert_eq!(offset_of!(sys::verbs_device, device), 0);
         assert_eq!(offset_of!(OxContext, ibv_ctx), 0);
         assert_eq!(offset_of!(OxPd, ibv_pd), 0);
-        assert_eq!(offset_of!(crate::cq::OxCq, ibv_cq), 0);
-        assert_eq!(offset_of!(crate::qp::OxQp, ibv_qp), 0);
+        assert_eq!(offset_of!(crate::cq::OxCq, vcq), 0);
+        assert_eq!(offset_of!(crate::qp::OxQp, vqp), 0);
         assert_eq!(offset_of!(crate::srq::OxSrq, ibv_srq), 0);
         assert_eq!(offset_of!(crate::mr::OxMr, vmr), 0);
     }

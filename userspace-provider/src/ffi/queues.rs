@@ -32,25 +32,16 @@ const _: () = {
     assert!(core::mem::offset_of!(sys::ibv_sge, lkey) == core::mem::offset_of!(Sge, lkey));
 };
 
-/// `Option<&Inner>`: the provider part (`inner`) of an `OxCq`, `OxQp` or `OxSrq`, from
-/// libibverbs' pointer to its first member.
-macro_rules! inner_of {
-    ($ptr:expr, $ty:ty) => {{
-        let p = $ptr.cast::<$ty>();
-        // SAFETY: libibverbs only passes objects this provider created, each the first
-        // member of a live Box<$ty>; only the `inner` member is borrowed, which nothing but
-        // this provider touches, and it is not changed after creation.
-        unsafe { (*ptr::addr_of!((*p).inner)).as_ref() }
-    }};
-}
-
 /// The SGE list of a work request as a slice; `None` if `num_sge` is negative or the list
 /// pointer is NULL with entries.
 ///
 /// # Safety
 /// `sg_list` must point to `num_sge` readable `ibv_sge`s that live for `'a` (the verbs
 /// contract for the duration of a post call).
-unsafe fn sge_list<'a>(sg_list: *const sys::ibv_sge, num_sge: c_int) -> Option<&'a [Sge]> {
+pub(super) unsafe fn sge_list<'a>(
+    sg_list: *const sys::ibv_sge,
+    num_sge: c_int,
+) -> Option<&'a [Sge]> {
     let n = usize::try_from(num_sge).ok()?;
     if n == 0 {
         return Some(&[]);
@@ -153,7 +144,7 @@ unsafe fn post_recv_list(
 
 /// The end of a create verb whose kernel object exists but whose rings could not be set up:
 /// logs, destroys the kernel object (`destroy`), sets errno and returns NULL.
-fn setup_failed<T>(
+pub(super) fn setup_failed<T>(
     ctx: *mut sys::ibv_context,
     verb: &str,
     e: SetupError,
@@ -177,6 +168,7 @@ pub(super) unsafe extern "C" fn create_cq(
 ) -> *mut sys::ibv_cq {
     guard(ptr::null_mut(), || {
         let mut cq = OxCq::new();
+        let ibv_cq = cq.ibv_cq_ptr();
         let mut cmd = sys::ibv_create_cq::default();
         let mut resp = CreateCqRespBuf::default();
         // SAFETY: ibctx is a live context of this provider (channel NULL or live, as the
@@ -189,7 +181,7 @@ pub(super) unsafe extern "C" fn create_cq(
                 cqe,
                 channel,
                 comp_vector,
-                &mut cq.ibv_cq,
+                ibv_cq,
                 &mut cmd,
                 size_of::<sys::ibv_create_cq>(),
                 ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_cq_resp>(),
@@ -202,18 +194,32 @@ pub(super) unsafe extern "C" fn create_cq(
         }
         // SAFETY: ibctx is live; cmd_fd does not change during its life.
         let cmd_fd = unsafe { (*ibctx).cmd_fd };
-        match CqInner::setup(cmd_fd, &resp.drv) {
-            Ok(inner) => cq.inner = Some(inner),
-            Err(e) => {
-                return setup_failed(ibctx, "create_cq", e, || {
-                    // SAFETY: the CQ was created above and is known to nobody else.
-                    unsafe { sys::ibv_cmd_destroy_cq(&mut cq.ibv_cq) };
-                });
-            }
-        }
-        // `ibv_cq` is OxCq's first field (repr(C)): the pointers share an address.
-        Box::into_raw(cq).cast::<sys::ibv_cq>()
+        finish_create_cq(ibctx, cmd_fd, cq, &resp.drv, "create_cq")
     })
+}
+
+/// The end of `create_cq` and `create_cq_ex`: maps the ring of the CQ the kernel created
+/// (destroying it on failure) and hands the CQ to libibverbs.
+pub(super) fn finish_create_cq(
+    ibctx: *mut sys::ibv_context,
+    cmd_fd: c_int,
+    mut cq: Box<OxCq>,
+    drv: &oxrdma_uapi::verbs::CreateCqResp,
+    verb: &str,
+) -> *mut sys::ibv_cq {
+    match CqInner::setup(cmd_fd, drv) {
+        Ok(inner) => cq.inner = Some(inner),
+        Err(e) => {
+            let ibv_cq = cq.ibv_cq_ptr();
+            return setup_failed(ibctx, verb, e, || {
+                // SAFETY: the CQ was created just before and is known to nobody else.
+                unsafe { sys::ibv_cmd_destroy_cq(ibv_cq) };
+            });
+        }
+    }
+    // `vcq` (whose first member is the `ibv_cq`) is OxCq's first field (repr(C)): the
+    // pointers share an address.
+    Box::into_raw(cq).cast::<sys::ibv_cq>()
 }
 
 /// `ibv_destroy_cq`: `DESTROY_CQ`, then unmap the ring and free.
@@ -341,6 +347,7 @@ pub(super) unsafe extern "C" fn create_qp(
 ) -> *mut sys::ibv_qp {
     guard(ptr::null_mut(), || {
         let mut qp = OxQp::new();
+        let ibv_qp = qp.ibv_qp_ptr();
         let mut cmd = sys::ibv_create_qp::default();
         let mut resp = CreateQpRespBuf::default();
         // SAFETY: pd is a live PD of this provider, attr the caller's init attributes
@@ -349,7 +356,7 @@ pub(super) unsafe extern "C" fn create_qp(
         let ret = unsafe {
             sys::ibv_cmd_create_qp(
                 pd,
-                &mut qp.ibv_qp,
+                ibv_qp,
                 attr,
                 &mut cmd,
                 size_of::<sys::ibv_create_qp>(),
@@ -364,29 +371,68 @@ pub(super) unsafe extern "C" fn create_qp(
         // SAFETY: attr is the caller's, valid for the call; ibv_cmd_create_qp has written the
         // granted capabilities into attr->cap on both the ioctl and the write path.
         let a = unsafe { &*attr };
-        let grant = QpGrant {
-            cap: a.cap,
-            has_srq: !a.srq.is_null(),
-            sig_all: a.sq_sig_all != 0,
-            ud: a.qp_type == sys::ibv_qp_type_IBV_QPT_UD,
-            qp_num: qp.ibv_qp.qp_num,
-            handle: qp.ibv_qp.handle,
-        };
         // SAFETY: pd and its context are live.
-        let (ctx, cmd_fd) = unsafe { ((*pd).context, (*(*pd).context).cmd_fd) };
-        match QpInner::setup(cmd_fd, &resp.drv, &grant) {
-            Ok(inner) => qp.inner = Some(inner),
-            Err(e) => {
-                return setup_failed(ctx, "create_qp", e, || {
-                    // SAFETY: the QP was created above and is known to nobody else.
-                    unsafe { sys::ibv_cmd_destroy_qp(&mut qp.ibv_qp) };
-                });
-            }
-        }
-        // SAFETY: attr is the caller's, writable; the caps the rings were built for.
-        unsafe { (*attr).cap = grant.cap };
+        let ctx = unsafe { (*pd).context };
+        let Some(qp) = finish_create_qp(
+            ctx,
+            qp,
+            &resp.drv,
+            a.cap,
+            !a.srq.is_null(),
+            a.sq_sig_all != 0,
+            a.qp_type,
+            "create_qp",
+        ) else {
+            return ptr::null_mut();
+        };
+        // SAFETY: attr is the caller's, writable; the caps the rings were built for (as
+        // ibv_cmd_create_qp wrote them).
+        unsafe { (*attr).cap = a.cap };
         Box::into_raw(qp).cast::<sys::ibv_qp>()
     })
+}
+
+/// The end of `create_qp` and `create_qp_ex`: checks oxrdma's response against what was
+/// granted (`cap`, as the create command wrote it) and maps the rings; on failure destroys
+/// the QP, sets errno and returns `None`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn finish_create_qp(
+    ctx: *mut sys::ibv_context,
+    mut qp: Box<OxQp>,
+    drv: &oxrdma_uapi::verbs::CreateQpResp,
+    cap: sys::ibv_qp_cap,
+    has_srq: bool,
+    sig_all: bool,
+    qp_type: sys::ibv_qp_type,
+    verb: &str,
+) -> Option<Box<OxQp>> {
+    let ibv_qp = qp.ibv_qp_ptr();
+    // SAFETY: the create command succeeded and filled in qp_num and handle; nothing else
+    // writes the new QP yet.
+    let (qp_num, handle) = unsafe { ((*ibv_qp).qp_num, (*ibv_qp).handle) };
+    let grant = QpGrant {
+        cap,
+        has_srq,
+        sig_all,
+        ud: qp_type == sys::ibv_qp_type_IBV_QPT_UD,
+        qp_num,
+        handle,
+    };
+    // SAFETY: ctx is the live context the QP was created in.
+    let cmd_fd = unsafe { (*ctx).cmd_fd };
+    match QpInner::setup(cmd_fd, drv, &grant) {
+        Ok(inner) => {
+            qp.inner = Some(inner);
+            Some(qp)
+        }
+        Err(e) => {
+            setup_failed::<()>(ctx, verb, e, || {
+                // SAFETY: the QP was created just before and is known to nobody else.
+                unsafe { sys::ibv_cmd_destroy_qp(ibv_qp) };
+            });
+            None
+        }
+    }
 }
 
 /// `ibv_query_qp`.
@@ -460,8 +506,7 @@ pub(super) unsafe extern "C" fn post_send(
             return libc::EINVAL;
         };
         let mut err = 0;
-        let ring = {
-            let mut sq = inner.lock_sq();
+        let ring = inner.sq().with(|sq| {
             let ud = sq.caps().ud;
             while !wr.is_null() {
                 // SAFETY: the caller's list of valid work requests, for the call.
@@ -486,7 +531,7 @@ pub(super) unsafe extern "C" fn post_send(
                 wr = w.next;
             }
             sq.finish()
-        };
+        });
         if ring {
             if let Err(e) = doorbell(inner.cmd_fd, inner.handle) {
                 if err == 0 {
@@ -630,7 +675,6 @@ pub(super) unsafe extern "C" fn post_srq_recv(
 }
 
 /// The immediate/invalidated-key union of a work completion, as a `u32`.
-#[cfg(test)]
 pub(crate) fn wc_imm(wc: &sys::ibv_wc) -> u32 {
     // SAFETY: both members of the union are u32s; every bit pattern is valid.
     unsafe { wc.__bindgen_anon_1.imm_data }
