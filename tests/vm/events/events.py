@@ -1,0 +1,116 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Asynchronous events of the data path, as a verbs program sees them:
+
+* SRQ limit: an SRQ armed with a limit raises IBV_EVENT_SRQ_LIMIT_REACHED once fewer receive
+  WQEs than the limit remain, and disarms itself (query shows limit 0);
+* CQ overflow: a CQ that the process does not poll overflows and raises IBV_EVENT_CQ_ERR;
+* completion events: ibv_req_notify_cq + ibv_get_cq_event for the next completion.
+
+    events.py DEV_A GID_A DEV_B GID_B
+"""
+import os
+import sys
+import threading
+
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.cq import CQ, CompChannel
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
+from pyverbs.wr import RecvWR, SendWR, SGE
+
+ACCESS = e.IBV_ACCESS_LOCAL_WRITE
+
+
+def bounded(what, fn, secs=20):
+    """Runs a blocking call in a thread; exits the process if it does not return in time."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    t.start()
+    t.join(secs)
+    if not out:
+        print(f"FAIL: {what}: nothing within {secs} s", flush=True)
+        os._exit(1)
+    return out[0]
+
+
+def connect(q, ctx, gid, pq, pctx, pgid):
+    a = QPAttr(port_num=1)
+    a.qp_access_flags = ACCESS
+    a.ah_attr = AHAttr(port_num=1, is_global=1,
+                       gr=GlobalRoute(dgid=pctx.query_gid(1, pgid), sgid_index=gid), dlid=0)
+    a.path_mtu = e.IBV_MTU_1024
+    a.dest_qp_num = pq.qp_num
+    a.rq_psn = a.sq_psn = 0
+    a.max_rd_atomic = a.max_dest_rd_atomic = 1
+    a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 1, 12, 7, 7
+    q.to_rts(a)
+
+
+def main():
+    dev_a, gid_a, dev_b, gid_b = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    ca, cb = Context(name=dev_a), Context(name=dev_b)
+    pa, pb = PD(ca), PD(cb)
+    ma, mb = MR(pa, 1 << 16, ACCESS), MR(pb, 1 << 16, ACCESS)
+    cha = CompChannel(ca)
+    cqa = CQ(ca, 64, None, cha, 0)
+    cqb = CQ(cb, 64)
+    srq = SRQ(pb, SrqInitAttr(SrqAttr(max_wr=16, max_sge=1)))
+    cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
+    qa = QP(pa, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cqa, rcq=cqa, cap=cap))
+    qb = QP(pb, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cqb, rcq=cqb, srq=srq, cap=cap))
+    connect(qa, ca, gid_a, qb, cb, gid_b)
+    connect(qb, cb, gid_b, qa, ca, gid_a)
+
+    # Completion event: arm, send, wait for the event, then the completion is there.
+    for i in range(8):
+        srq.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mb.buf + 64 * i, 64, mb.lkey)]))
+    srq.modify(SrqAttr(srq_limit=4), e.IBV_SRQ_LIMIT)
+    cqa.req_notify()
+    qa.post_send(SendWR(wr_id=100, num_sge=1, sg=[SGE(ma.buf, 10, ma.lkey)],
+                        send_flags=e.IBV_SEND_SIGNALED))
+    bounded("completion event", lambda: cha.get_cq_event(cqa), 20)
+    cqa.ack_events(1)
+    n, wcs = cqa.poll(1)
+    if n != 1 or wcs[0].status != e.IBV_WC_SUCCESS:
+        sys.exit("FAIL: completion event without a good completion")
+    print("completion channel: event for the next completion", flush=True)
+
+    # SRQ limit: 8 posted, limit 4; after 5 receives 3 remain: the event fires once.
+    for i in range(4):
+        qa.post_send(SendWR(wr_id=101 + i, num_sge=1, sg=[SGE(ma.buf, 10, ma.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED))
+    ev = bounded("SRQ limit event", cb.get_async_event, 20)
+    if ev.event_type != e.IBV_EVENT_SRQ_LIMIT_REACHED:
+        sys.exit(f"FAIL: expected SRQ_LIMIT_REACHED, got event {ev.event_type}")
+    ev.ack()
+    if srq.query().srq_limit != 0:
+        sys.exit("FAIL: the SRQ limit did not disarm after its event")
+    print("SRQ limit: IBV_EVENT_SRQ_LIMIT_REACHED once below the limit, then disarmed", flush=True)
+
+    # CQ overflow: a 2-entry CQ that nobody polls.
+    small = CQ(ca, 2)
+    q2 = QP(pa, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=small, rcq=small, cap=cap))
+    q2b = QP(pb, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cqb, rcq=cqb, srq=srq, cap=cap))
+    connect(q2, ca, gid_a, q2b, cb, gid_b)
+    connect(q2b, cb, gid_b, q2, ca, gid_a)
+    for i in range(8):
+        srq.post_recv(RecvWR(wr_id=200 + i, num_sge=1, sg=[SGE(mb.buf, 64, mb.lkey)]))
+    for i in range(small.cqe + 2):
+        q2.post_send(SendWR(wr_id=300 + i, num_sge=1, sg=[SGE(ma.buf, 10, ma.lkey)],
+                            send_flags=e.IBV_SEND_SIGNALED))
+    ev = bounded("CQ overflow event", ca.get_async_event, 20)
+    if ev.event_type != e.IBV_EVENT_CQ_ERR:
+        sys.exit(f"FAIL: expected CQ_ERR, got event {ev.event_type}")
+    ev.ack()
+    print(f"CQ overflow: IBV_EVENT_CQ_ERR after {small.cqe + 2} completions into {small.cqe} entries",
+          flush=True)
+    print("events: 3 checks ok")
+
+
+if __name__ == "__main__":
+    main()
