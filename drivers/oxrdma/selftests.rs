@@ -14,6 +14,7 @@ use crate::wire::{crc32::crc32, crc32c::crc32c, psn::Psn};
 use crate::wire::{icrc, opcode::Opcode, packet};
 
 mod net;
+mod verbs;
 
 /// A deterministic, non-trivial test pattern.
 fn pattern(buf: &mut [u8], seed: u32) {

@@ -46,7 +46,8 @@ unsafe impl Send for RingBuf {}
 unsafe impl Sync for RingBuf {}
 
 impl RingBuf {
-    fn new(len: usize) -> Result<Arc<Self>> {
+    /// Zeroed memory of at least `len` bytes (whole pages), not yet mappable.
+    pub fn new(len: usize) -> Result<Arc<Self>> {
         let len = len.checked_add(PAGE_SIZE - 1).ok_or(EINVAL)? & !(PAGE_SIZE - 1);
         if len == 0 {
             return Err(EINVAL);
