@@ -1,0 +1,399 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The receive side of an RC QP: the completer (responses to our requests) and the responder
+//! (requests from the peer): placing data, executing atomics, ACKs, NAKs and replays.
+
+use super::*;
+
+impl QpInner {
+    // ---- the receive side ------------------------------------------------------------------
+
+    /// Handles a packet for this QP (ICRC already verified).
+    pub(crate) fn receive(&self, pkt: &Packet, bytes: &[u8], now: u64) {
+        let mut st = self.st.lock();
+        if st.dead || !matches!(st.state, St::Rtr | St::Rts | St::Sqd | St::Sqe) {
+            return;
+        }
+        if pkt.opcode.transport() != crate::wire::opcode::Transport::Rc {
+            return;
+        }
+        let op = pkt.opcode.operation();
+        if op.is_response() {
+            self.on_response(&mut st, pkt, bytes, now);
+            self.transmit(&mut st, now);
+            self.complete_sends(&mut st);
+            drop(st);
+            self.engine.kick();
+        } else {
+            self.on_request(&mut st, pkt, bytes);
+        }
+    }
+
+    pub(super) fn on_response(&self, st: &mut QpState, pkt: &Packet, bytes: &[u8], now: u64) {
+        let kind = match pkt.opcode.operation() {
+            Operation::Acknowledge => {
+                let (Some(s), Some(a)) = (pkt.syndrome(), pkt.headers.aeth) else {
+                    return;
+                };
+                ResponseKind::Ack {
+                    syndrome: s,
+                    msn: a.msn,
+                }
+            }
+            Operation::RdmaReadResponse => ResponseKind::ReadResponse,
+            Operation::AtomicAcknowledge => ResponseKind::AtomicAck,
+            _ => return,
+        };
+        let Some(req) = st.req.as_mut() else { return };
+        let action = req.on_response(
+            now,
+            &Response {
+                psn: pkt.headers.bth.psn,
+                kind,
+            },
+        );
+        if let ResponseAction::Place { wr_id, offset } = action {
+            let idx = (wr_id % REQ_WQES as u64) as usize;
+            let Some(op) = st.ops[idx].as_ref() else {
+                return;
+            };
+            let r = match pkt.opcode.operation() {
+                Operation::AtomicAcknowledge => match pkt.headers.atomic_ack_eth {
+                    Some(AtomicAckEth { orig }) => {
+                        scatter(&self.engine, self.pdn, &op.sges, 0, &orig.to_ne_bytes())
+                    }
+                    None => Err(wc_status::BAD_RESP_ERR),
+                },
+                _ => {
+                    let data = pkt.payload(bytes);
+                    if u64::from(offset) + data.len() as u64 > u64::from(op.len) {
+                        Err(wc_status::BAD_RESP_ERR)
+                    } else {
+                        scatter(&self.engine, self.pdn, &op.sges, offset as u64, data)
+                    }
+                }
+            };
+            if let Err(s) = r {
+                if let Some(Some(o)) = st.ops.get_mut(idx) {
+                    o.local_error = Some(s);
+                }
+                self.to_error(st, None);
+            }
+        }
+    }
+
+    pub(super) fn send_ack(&self, st: &QpState, a: &Ack) {
+        let Some(path) = self.tx_path(st) else { return };
+        let mut h = Headers::new(self.bth(st, Opcode::RcAcknowledge, a.psn));
+        h.aeth = Some(Aeth::new(a.syndrome, a.msn));
+        let _ = self.engine.send(&path, &h, 0, |_| true);
+    }
+
+    pub(super) fn on_request(&self, st: &mut QpState, pkt: &Packet, bytes: &[u8]) {
+        let opc = pkt.opcode;
+        let op = opc.operation();
+        let pos = opc.position();
+        let kind = match op {
+            Operation::Send => OpKind::Send,
+            Operation::RdmaWrite => OpKind::Write,
+            Operation::RdmaReadRequest => OpKind::Read,
+            Operation::CompareSwap | Operation::FetchAdd => OpKind::Atomic,
+            _ => return,
+        };
+        let first = matches!(pos, Position::First | Position::Only);
+        let last = matches!(pos, Position::Last | Position::Only);
+        let needs_rwqe = (op == Operation::Send && first)
+            || (op == Operation::RdmaWrite && last && pkt.headers.imm_dt.is_some());
+        let rwqe_available = if needs_rwqe {
+            if op == Operation::Send {
+                self.rq.available().unwrap_or(false)
+            } else {
+                st.recv.is_some() || self.rq.available().unwrap_or(false)
+            }
+        } else {
+            true
+        };
+        let req = Request {
+            psn: pkt.headers.bth.psn,
+            kind,
+            ack_req: pkt.headers.bth.ack_req,
+            last,
+            needs_rwqe,
+            read_len: pkt.headers.reth.map_or(0, |r| r.dma_len),
+        };
+        let Some(resp) = st.resp.as_mut() else { return };
+        match resp.on_request(&req, rwqe_available) {
+            ResponderAction::Execute { ack, slot } => match self.execute(st, pkt, bytes, slot) {
+                Ok(()) => {
+                    if let Some(a) = ack {
+                        self.send_ack(st, &a);
+                    }
+                    if st.state == St::Rtr {
+                        self.events.raise(QpEvent::CommEstablished);
+                    }
+                }
+                Err((code, wc)) => {
+                    let Some(resp) = st.resp.as_mut() else { return };
+                    let a = resp.reject(req.psn, code);
+                    self.send_ack(st, &a);
+                    if let Some(p) = st.recv.take() {
+                        self.recv_cq.push(
+                            &Cqe {
+                                wr_id: p.entry.wr_id,
+                                status: wc,
+                                opcode: wc_opcode::RECV,
+                                qp_num: self.qpn,
+                                ..Default::default()
+                            },
+                            false,
+                        );
+                    }
+                    self.events.raise(if code == NakCode::RemoteAccessError {
+                        QpEvent::AccessError
+                    } else {
+                        QpEvent::RequestError
+                    });
+                    self.to_error(st, None);
+                }
+            },
+            ResponderAction::ReAck(a) | ResponderAction::Nak(a) | ResponderAction::RnrNak(a) => {
+                self.send_ack(st, &a)
+            }
+            ResponderAction::Replay { slot, from, count } => self.replay(st, slot, from, count),
+            ResponderAction::Drop => {}
+        }
+    }
+
+    /// Executes an in-sequence request. Errors: the NAK code and the receive status.
+    pub(super) fn execute(
+        &self,
+        st: &mut QpState,
+        pkt: &Packet,
+        bytes: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(), (NakCode, u8)> {
+        let opc = pkt.opcode;
+        let pos = opc.position();
+        let first = matches!(pos, Position::First | Position::Only);
+        let last = matches!(pos, Position::Last | Position::Only);
+        let payload = pkt.payload(bytes);
+        let inval = (NakCode::InvalidRequest, wc_status::REM_INV_REQ_ERR);
+        let access_err = (NakCode::RemoteAccessError, wc_status::REM_ACCESS_ERR);
+        match opc.operation() {
+            Operation::Send => {
+                if first {
+                    if st.recv.is_some() {
+                        return Err(inval);
+                    }
+                    match self.rq.take() {
+                        Ok(Some(entry)) => st.recv = Some(RecvProgress { entry, offset: 0 }),
+                        _ => {
+                            return Err((NakCode::RemoteOperationalError, wc_status::LOC_QP_OP_ERR))
+                        }
+                    }
+                }
+                let Some(p) = st.recv.as_mut() else {
+                    return Err(inval);
+                };
+                if p.offset + payload.len() as u64 > p.entry.capacity() {
+                    return Err((NakCode::InvalidRequest, wc_status::LOC_LEN_ERR));
+                }
+                if let Err(s) = scatter(&self.engine, self.pdn, &p.entry.sges, p.offset, payload) {
+                    return Err((NakCode::RemoteOperationalError, s));
+                }
+                p.offset += payload.len() as u64;
+                if last {
+                    let Some(p) = st.recv.take() else {
+                        return Err(inval);
+                    };
+                    let mut cqe = Cqe {
+                        wr_id: p.entry.wr_id,
+                        opcode: wc_opcode::RECV,
+                        byte_len: p.offset as u32,
+                        qp_num: self.qpn,
+                        src_qp: st.attrs.dest_qpn,
+                        ..Default::default()
+                    };
+                    if let Some(i) = pkt.headers.imm_dt {
+                        cqe.wc_flags |= WC_FLAG_WITH_IMM;
+                        cqe.imm_or_inv = u32::from_ne_bytes(i.data.to_be_bytes());
+                    }
+                    if let Some(i) = pkt.headers.ieth {
+                        cqe.wc_flags |= WC_FLAG_WITH_INV;
+                        cqe.imm_or_inv = i.rkey;
+                    }
+                    self.recv_cq.push(&cqe, pkt.headers.bth.solicited);
+                }
+                Ok(())
+            }
+            Operation::RdmaWrite => {
+                if first {
+                    let Some(reth) = pkt.headers.reth else {
+                        return Err(inval);
+                    };
+                    let (mr, offset) = self
+                        .remote_mr(
+                            st,
+                            access::REMOTE_WRITE,
+                            reth.rkey,
+                            reth.va,
+                            reth.dma_len.into(),
+                        )
+                        .map_err(|_| access_err)?;
+                    st.write = Some(WriteProgress {
+                        mr,
+                        offset,
+                        remaining: u64::from(reth.dma_len),
+                    });
+                }
+                let Some(w) = st.write.as_mut() else {
+                    return Err(inval);
+                };
+                if payload.len() as u64 > w.remaining {
+                    return Err(inval);
+                }
+                w.mr.mem.write(w.offset, payload).map_err(|_| access_err)?;
+                w.offset += payload.len();
+                w.remaining -= payload.len() as u64;
+                if last {
+                    let w = st.write.take();
+                    if w.as_ref().is_some_and(|w| w.remaining != 0) {
+                        return Err(inval);
+                    }
+                    if let Some(i) = pkt.headers.imm_dt {
+                        let entry = match self.rq.take() {
+                            Ok(Some(e)) => e,
+                            _ => {
+                                return Err((
+                                    NakCode::RemoteOperationalError,
+                                    wc_status::LOC_QP_OP_ERR,
+                                ))
+                            }
+                        };
+                        let len = pkt.headers.reth.map_or(0, |r| r.dma_len);
+                        self.recv_cq.push(
+                            &Cqe {
+                                wr_id: entry.wr_id,
+                                opcode: wc_opcode::RECV_RDMA_WITH_IMM,
+                                wc_flags: WC_FLAG_WITH_IMM,
+                                imm_or_inv: u32::from_ne_bytes(i.data.to_be_bytes()),
+                                byte_len: len,
+                                qp_num: self.qpn,
+                                src_qp: st.attrs.dest_qpn,
+                                ..Default::default()
+                            },
+                            pkt.headers.bth.solicited,
+                        );
+                    }
+                }
+                Ok(())
+            }
+            Operation::RdmaReadRequest => {
+                let (Some(reth), Some(slot)) = (pkt.headers.reth, slot) else {
+                    return Err(inval);
+                };
+                let (mr, offset) = self
+                    .remote_mr(
+                        st,
+                        access::REMOTE_READ,
+                        reth.rkey,
+                        reth.va,
+                        reth.dma_len.into(),
+                    )
+                    .map_err(|_| access_err)?;
+                if let Some(r) = st.reads.get_mut(slot) {
+                    *r = Some(ReadCtx {
+                        mr,
+                        offset,
+                        len: reth.dma_len,
+                    });
+                }
+                let n = packets_for(reth.dma_len, st.attrs.pmtu);
+                self.replay(st, slot, pkt.headers.bth.psn, n);
+                Ok(())
+            }
+            Operation::CompareSwap | Operation::FetchAdd => {
+                let (Some(a), Some(slot)) = (pkt.headers.atomic_eth, slot) else {
+                    return Err(inval);
+                };
+                let (mr, off) = self
+                    .remote_mr(st, access::REMOTE_ATOMIC, a.rkey, a.va, 8)
+                    .map_err(|_| access_err)?;
+                let orig = if opc.operation() == Operation::CompareSwap {
+                    mr.mem.compare_swap(off, a.compare, a.swap_add)
+                } else {
+                    mr.mem.fetch_add(off, a.swap_add)
+                };
+                let orig =
+                    orig.map_err(|_| (NakCode::InvalidRequest, wc_status::REM_INV_REQ_ERR))?;
+                if let Some(r) = st.resp.as_mut().and_then(|r| r.resource_mut(slot)) {
+                    r.data = orig;
+                }
+                self.replay(st, slot, pkt.headers.bth.psn, 1);
+                Ok(())
+            }
+            _ => Err(inval),
+        }
+    }
+
+    /// The MR and byte offset a remote access of `len` bytes at `va` with `rkey` may use:
+    /// the QP allows the access, the key is live, same PD, the MR grants it, in bounds.
+    pub(super) fn remote_mr(
+        &self,
+        st: &QpState,
+        right: u32,
+        rkey: u32,
+        va: u64,
+        len: u64,
+    ) -> Result<(Arc<crate::mr::Mr>, usize), MrError> {
+        if st.attrs.access & right == 0 {
+            return Err(MrError::Rights);
+        }
+        let mr = self.engine.mr(rkey)?;
+        mr.check_remote(self.pdn, right)?;
+        let off = mr.offset_of(va, len)?;
+        Ok((mr, off))
+    }
+
+    /// Sends `count` responses of the resource in `slot` from PSN `from` on.
+    pub(super) fn replay(&self, st: &QpState, slot: usize, from: Psn, count: u32) {
+        let Some(path) = self.tx_path(st) else { return };
+        let Some(res) = st.resp.as_ref().and_then(|r| r.resource(slot)).copied() else {
+            return;
+        };
+        let msn = st.resp.as_ref().map_or(0, |r| r.msn());
+        let ack = Aeth::new(
+            Syndrome::Ack {
+                credit_code: CREDITS_INVALID,
+            },
+            msn,
+        );
+        if res.kind == OpKind::Atomic {
+            let mut h = Headers::new(self.bth(st, Opcode::RcAtomicAcknowledge, res.first_psn));
+            h.aeth = Some(ack);
+            h.atomic_ack_eth = Some(AtomicAckEth { orig: res.data });
+            let _ = self.engine.send(&path, &h, 0, |_| true);
+            return;
+        }
+        let Some(Some(rd)) = st.reads.get(slot) else {
+            return;
+        };
+        let pmtu = st.attrs.pmtu.max(256);
+        let n = res.npsn;
+        let start = from.diff(res.first_psn).max(0) as u32;
+        for i in start..(start + count).min(n) {
+            let off = i as u64 * u64::from(pmtu);
+            let len =
+                (u64::from(rd.len) - off.min(u64::from(rd.len))).min(u64::from(pmtu)) as usize;
+            let opc = read_response_opcode(i, n);
+            let mut h = Headers::new(self.bth(st, opc, res.first_psn.add(i as i32)));
+            if !matches!(opc, Opcode::RcRdmaReadResponseMiddle) {
+                h.aeth = Some(ack);
+            }
+            let mr = &rd.mr;
+            let at = rd.offset + off as usize;
+            let _ = self
+                .engine
+                .send(&path, &h, len, |buf| mr.mem.read(at, buf).is_ok());
+        }
+    }
+}

@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The send side of an RC QP: taking WQEs from the SQ ring into the requester, building and
+//! transmitting request packets, timers, and send completions.
+
+use super::*;
+
+impl QpInner {
+    // ---- the send side ---------------------------------------------------------------------
+
+    /// Runs the send side: takes new WQEs, handles timers, transmits, completes. Returns the
+    /// next deadline (us) for the engine's timer.
+    pub(crate) fn service(&self, now: u64) -> Option<u64> {
+        let mut st = self.st.lock();
+        if st.dead {
+            return None;
+        }
+        match st.state {
+            St::Err => {
+                self.flush_queues(&mut st);
+                return None;
+            }
+            St::Rts | St::Sqd => {}
+            _ => return None,
+        }
+        if let Some(req) = st.req.as_mut() {
+            match req.on_timer(now) {
+                TimerAction::Error(_)
+                | TimerAction::Nothing
+                | TimerAction::Retransmit
+                | TimerAction::Resume => {}
+            }
+        }
+        loop {
+            if st.state == St::Rts {
+                self.sq.set_busy();
+                if let Err(f) = self.take_send_wqes(&mut st) {
+                    self.ring_fault(&mut st, f);
+                    return None;
+                }
+            }
+            self.transmit(&mut st, now);
+            self.complete_sends(&mut st);
+            if st.state != St::Rts {
+                break;
+            }
+            // Stop being busy only with the ring empty; re-check after clearing (see the
+            // doorbell rule in rust/uapi).
+            if self.sq.refresh(&mut st.sq_view).is_err() || !st.sq_view.is_empty() {
+                break;
+            }
+            self.sq.clear_busy();
+            if self.sq.refresh(&mut st.sq_view).is_err() || st.sq_view.is_empty() {
+                break;
+            }
+        }
+        st.req.as_ref().and_then(|r| r.deadline())
+    }
+
+    pub(super) fn ring_fault(&self, st: &mut QpState, f: RingFault) {
+        pr_info!(
+            "oxrdma: QP {}: invalid send queue ({:?}); QP in error\n",
+            self.qpn,
+            f
+        );
+        self.to_error(st, Some(wc_status::LOC_QP_OP_ERR));
+        self.events.raise(QpEvent::Fatal);
+    }
+
+    pub(super) fn take_send_wqes(&self, st: &mut QpState) -> Result<(), RingFault> {
+        self.sq.refresh(&mut st.sq_view)?;
+        let mut took = false;
+        while let Some(slot) = st.sq_view.peek() {
+            let idx = (st.next_seq % REQ_WQES as u64) as usize;
+            if st.ops[idx].is_some() {
+                break; // the requester is full
+            }
+            let entry = match self.sq.read(slot) {
+                Ok(e) => e,
+                Err(f) => {
+                    // Malformed beyond validation (lengths past the slot): complete it as a
+                    // local QP operation error, then the QP goes to the error state.
+                    let wr_id = self.sq.wr_id_at(slot);
+                    st.sq_view.consume();
+                    self.sq.publish_consumer(st.sq_view.consumer());
+                    self.send_cq.push(
+                        &Cqe {
+                            wr_id,
+                            status: wc_status::LOC_QP_OP_ERR,
+                            qp_num: self.qpn,
+                            ..Default::default()
+                        },
+                        false,
+                    );
+                    return Err(f);
+                }
+            };
+            // A fenced WQE waits until everything before it (in particular RDMA READs and
+            // ATOMICs, IBA 10.8.3.3) has completed; it stays in the ring meanwhile and the
+            // completions that free the requester run the QP again.
+            let idle = st.req.as_ref().map_or(true, |r| r.is_idle());
+            if entry.wqe.flags & WQE_FLAG_FENCE != 0 && !idle {
+                break;
+            }
+            st.sq_view.consume();
+            took = true;
+            self.post_one(st, idx, entry);
+            if st.state != St::Rts {
+                break;
+            }
+        }
+        if took {
+            self.sq.publish_consumer(st.sq_view.consumer());
+        }
+        Ok(())
+    }
+
+    pub(super) fn post_one(&self, st: &mut QpState, idx: usize, e: SendEntry) {
+        let fail = |this: &Self, st: &mut QpState, wr_id: u64, status: u8| {
+            this.send_cq.push(
+                &Cqe {
+                    wr_id,
+                    status,
+                    qp_num: this.qpn,
+                    ..Default::default()
+                },
+                false,
+            );
+            this.to_error(st, None);
+        };
+        let v = match e
+            .wqe
+            .validate(self.caps.max_send_sge as u8, self.caps.max_inline_data)
+        {
+            Ok(v) => v,
+            Err(_) => return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR),
+        };
+        let Some(kind) = kind_of(v.opcode) else {
+            return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
+        };
+        let len: u64 = if !e.inline.is_empty() || e.wqe.inline_len != 0 {
+            e.inline.len() as u64
+        } else {
+            e.sges.iter().map(|s| u64::from(s.length)).sum()
+        };
+        let len = match (kind, u32::try_from(len)) {
+            (OpKind::Atomic, _) => 8,
+            (_, Ok(l)) if l <= crate::device::limits::MAX_MSG_SZ => l,
+            _ => return fail(self, st, e.wqe.wr_id, wc_status::LOC_LEN_ERR),
+        };
+        let seq = st.next_seq;
+        let Some(req) = st.req.as_mut() else {
+            return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
+        };
+        if req.post(seq, kind, len).is_err() {
+            return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
+        }
+        st.next_seq += 1;
+        st.ops[idx] = Some(SendOp {
+            wr_id: e.wqe.wr_id,
+            opcode: v.opcode,
+            flags: e.wqe.flags,
+            imm_or_inv: e.wqe.imm_or_inv,
+            remote_addr: e.wqe.remote_addr,
+            rkey: e.wqe.rkey,
+            compare_add: e.wqe.compare_add,
+            swap: e.wqe.swap,
+            len,
+            sges: e.sges,
+            inline: e.inline,
+            local_error: None,
+        });
+    }
+
+    pub(super) fn tx_path(&self, st: &QpState) -> Option<TxPath> {
+        let p = st.attrs.path?;
+        Some(TxPath {
+            src: IpAddr::from_gid(p.sgid),
+            dst: IpAddr::from_gid(p.dgid),
+            traffic_class: p.traffic_class,
+            flow_label: p.flow_label,
+            hop_limit: if p.hop_limit == 0 { 64 } else { p.hop_limit },
+            sport: flow_sport(self.qpn, st.attrs.dest_qpn),
+        })
+    }
+
+    pub(super) fn bth(&self, st: &QpState, op: Opcode, psn: Psn) -> Bth {
+        Bth {
+            opcode: op.value(),
+            pkey: 0xffff,
+            dest_qp: st.attrs.dest_qpn,
+            psn,
+            ..Default::default()
+        }
+    }
+
+    pub(super) fn transmit(&self, st: &mut QpState, now: u64) {
+        let Some(path) = self.tx_path(st) else { return };
+        loop {
+            let Some(req) = st.req.as_mut() else { return };
+            let Some(tx) = req.next_packet(now) else {
+                return;
+            };
+            let idx = (tx.wr_id % REQ_WQES as u64) as usize;
+            let Some(op) = st.ops[idx].as_ref() else {
+                return;
+            };
+            let opc = request_opcode(op.opcode, tx.first, tx.last);
+            let mut h = Headers::new(self.bth(st, opc, tx.psn));
+            h.bth.ack_req = tx.ack_req;
+            let payload = match tx.kind {
+                OpKind::Send | OpKind::Write => tx.len,
+                _ => 0,
+            };
+            if tx.last
+                && op.flags & WQE_FLAG_SOLICITED != 0
+                && matches!(tx.kind, OpKind::Send | OpKind::Write)
+            {
+                h.bth.solicited = true;
+            }
+            match tx.kind {
+                OpKind::Write if tx.first => {
+                    h.reth = Some(Reth {
+                        va: op.remote_addr,
+                        rkey: op.rkey,
+                        dma_len: op.len,
+                    })
+                }
+                OpKind::Read => {
+                    h.reth = Some(Reth {
+                        va: op.remote_addr.wrapping_add(u64::from(tx.offset)),
+                        rkey: op.rkey,
+                        dma_len: tx.len,
+                    })
+                }
+                OpKind::Atomic => {
+                    let (swap_add, compare) = match op.opcode {
+                        WrOpcode::AtomicCmpAndSwp => (op.swap, op.compare_add),
+                        _ => (op.compare_add, 0),
+                    };
+                    h.atomic_eth = Some(AtomicEth {
+                        va: op.remote_addr,
+                        rkey: op.rkey,
+                        swap_add,
+                        compare,
+                    })
+                }
+                _ => {}
+            }
+            if tx.last {
+                match op.opcode {
+                    WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm => {
+                        h.imm_dt = Some(ImmDt {
+                            data: u32::from_be_bytes(op.imm_or_inv.to_ne_bytes()),
+                        })
+                    }
+                    WrOpcode::SendWithInv => {
+                        h.ieth = Some(Ieth {
+                            rkey: op.imm_or_inv,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            let mut local_err = None;
+            let engine = &self.engine;
+            let pdn = self.pdn;
+            let r = engine.send(&path, &h, payload as usize, |buf| {
+                if let Err(s) = gather(engine, pdn, op, tx.offset as usize, buf) {
+                    local_err = Some(s);
+                    false
+                } else {
+                    true
+                }
+            });
+            if let Some(s) = local_err {
+                if let Some(Some(o)) = st.ops.get_mut(idx) {
+                    o.local_error = Some(s);
+                }
+                self.to_error(st, None);
+                return;
+            }
+            if r.is_err() {
+                // Lost like on the wire: the retransmission timer recovers.
+                continue;
+            }
+        }
+    }
+
+    pub(super) fn complete_sends(&self, st: &mut QpState) {
+        let mut error = None;
+        while let Some(c) = st.req.as_mut().and_then(|r| r.poll_completion()) {
+            let idx = (c.wr_id % REQ_WQES as u64) as usize;
+            let Some(op) = st.ops[idx].take() else {
+                continue;
+            };
+            let status = match (op.local_error, c.status) {
+                (Some(s), _) => s,
+                (None, Status::Success) => wc_status::SUCCESS,
+                (None, Status::Error(e)) => status_of(e),
+            };
+            if status != wc_status::SUCCESS
+                && error.is_none()
+                && !matches!(c.status, Status::Error(RcError::Flushed))
+            {
+                error = Some(status);
+            }
+            if status != wc_status::SUCCESS || self.sig_all || op.flags & WQE_FLAG_SIGNALED != 0 {
+                self.send_cq.push(
+                    &Cqe {
+                        wr_id: op.wr_id,
+                        status,
+                        opcode: wc_opcode_of(op.opcode),
+                        byte_len: op.len,
+                        qp_num: self.qpn,
+                        ..Default::default()
+                    },
+                    false,
+                );
+            }
+        }
+        if error.is_some() && st.state != St::Err {
+            self.to_error(st, None);
+        }
+    }
+}
