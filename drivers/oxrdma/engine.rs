@@ -8,13 +8,14 @@
 
 use crate::mr::{Mr, MrError, MrTable};
 use crate::ox::net::NetDevice;
+use crate::ox::route::Route;
 use crate::ox::timer::{now_us, Timer, TimerHandler};
 use crate::ox::udp_tunnel::TunnelRef;
 use crate::ox::workqueue;
 use crate::qp::QpInner;
 use crate::roce::TxPath;
 use crate::wire::icrc::{self, Encap};
-use crate::wire::ip;
+use crate::wire::ip::{self, IpAddr};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
 use crate::wire::packet::{self, Headers};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -34,7 +35,23 @@ struct Misc {
     netdev: Option<NetDevice>,
     timer: Option<Timer<Engine>>,
     tunnel: Option<TunnelRef>,
+    routes: KVec<CachedRoute>,
 }
+
+/// A recently used route: a lookup per packet is the single most expensive step of sending.
+struct CachedRoute {
+    src: IpAddr,
+    dst: IpAddr,
+    traffic_class: u8,
+    flow_label: u32,
+    route: Route,
+    since_us: u64,
+}
+
+/// Routes are looked up again after this long (route or address changes take effect).
+const ROUTE_TTL_US: u64 = 1_000_000;
+/// Routes cached per device.
+const ROUTE_CACHE: usize = 16;
 
 /// One device's engine.
 #[pin_data]
@@ -62,7 +79,12 @@ impl Engine {
                 work <- new_work!("oxrdma_engine"),
                 qps <- new_mutex!(KVec::new()),
                 mrs <- new_mutex!(MrTable::new()),
-                misc <- new_mutex!(Misc { netdev: Some(netdev), timer: None, tunnel: None }),
+                misc <- new_mutex!(Misc {
+                    netdev: Some(netdev),
+                    timer: None,
+                    tunnel: None,
+                    routes: KVec::new(),
+                }),
                 dead: AtomicBool::new(false),
                 ip_id: AtomicU32::new(0),
             }),
@@ -76,12 +98,14 @@ impl Engine {
     /// Stops the engine for good (device unregistered): no more work, timer or packets.
     pub(crate) fn shutdown(&self) {
         self.dead.store(true, Ordering::Release);
-        let (t, tun, nd) = {
+        let (t, tun, nd, routes) = {
             let mut m = self.misc.lock();
-            (m.timer.take(), m.tunnel.take(), m.netdev.take())
+            let routes = core::mem::replace(&mut m.routes, KVec::new());
+            (m.timer.take(), m.tunnel.take(), m.netdev.take(), routes)
         };
         drop(t);
         drop(tun);
+        drop(routes);
         drop(nd);
         let qps = core::mem::replace(&mut *self.qps.lock(), KVec::new());
         drop(qps);
@@ -89,7 +113,14 @@ impl Engine {
 
     /// The netdev is going away: stop using it.
     pub(crate) fn detach_netdev(&self) {
-        let nd = self.misc.lock().netdev.take();
+        let (nd, routes) = {
+            let mut m = self.misc.lock();
+            (
+                m.netdev.take(),
+                core::mem::replace(&mut m.routes, KVec::new()),
+            )
+        };
+        drop(routes);
         drop(nd);
     }
 
@@ -216,12 +247,55 @@ impl Engine {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result {
-        let nd = {
+        let now = now_us();
+        let same = |c: &CachedRoute| {
+            c.src == path.src
+                && c.dst == path.dst
+                && c.traffic_class == path.traffic_class
+                && c.flow_label == path.flow_label
+        };
+        let (nd, cached) = {
             let m = self.misc.lock();
-            m.netdev.as_ref().ok_or(ENODEV)?.clone()
+            let nd = m.netdev.as_ref().ok_or(ENODEV)?.clone();
+            let r = m
+                .routes
+                .iter()
+                .find(|c| same(c) && now.saturating_sub(c.since_us) < ROUTE_TTL_US)
+                .map(|c| c.route.clone());
+            (nd, r)
+        };
+        let route = match cached {
+            Some(r) => r,
+            None => {
+                let r = crate::roce::route(&nd.borrow(), path)?;
+                let mut m = self.misc.lock();
+                let entry = CachedRoute {
+                    src: path.src,
+                    dst: path.dst,
+                    traffic_class: path.traffic_class,
+                    flow_label: path.flow_label,
+                    route: r.clone(),
+                    since_us: now,
+                };
+                if let Some(c) = m.routes.iter_mut().find(|c| same(c)) {
+                    *c = entry;
+                } else if m.routes.len() < ROUTE_CACHE {
+                    let _ = m.routes.push(entry, GFP_KERNEL);
+                } else if let Some(c) = m.routes.iter_mut().min_by_key(|c| c.since_us) {
+                    *c = entry;
+                }
+                r
+            }
         };
         let id = self.ip_id.fetch_add(1, Ordering::Relaxed) as u16;
-        crate::roce::send(&nd.borrow(), path, id, h, payload_len, fill)
+        let res = crate::roce::send(&nd.borrow(), &route, path, id, h, payload_len, fill);
+        if res.is_err() {
+            // Look the route up again next time.
+            if let Some(c) = self.misc.lock().routes.iter_mut().find(|c| same(c)) {
+                c.since_us = 0;
+            }
+        }
+        res
     }
 
     /// A received IP packet: checks it and gives it to its QP. Without `exact` (the packet

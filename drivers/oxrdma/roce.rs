@@ -32,10 +32,11 @@ pub(crate) struct TxPath {
     pub(crate) sport: u16,
 }
 
-/// Builds and sends one packet: IP and UDP headers, `h`, `payload_len` bytes that `fill`
-/// writes (false: abandon the packet), pad, ICRC.
+/// Builds and sends one packet along `route`: IP and UDP headers, `h`, `payload_len` bytes
+/// that `fill` writes (false: abandon the packet), pad, ICRC.
 pub(crate) fn send(
     nd: &NetDeviceRef<'_>,
+    route: &Route,
     p: &TxPath,
     ip_id: u16,
     h: &Headers,
@@ -68,15 +69,19 @@ pub(crate) fn send(
         IpAddr::V6(_) => Encap::RoceV2Ipv6,
     };
     icrc::fill(encap, buf).map_err(|_| EINVAL)?;
-    let route = match (p.src, p.dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => Route::v4(nd, s, d, p.traffic_class)?,
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            ip::fill_udp6_checksum(buf).map_err(|_| EINVAL)?;
-            Route::v6(nd, s, d, p.traffic_class, p.flow_label)?
-        }
-        _ => return Err(EINVAL),
-    };
-    skb.xmit(&route)
+    if let IpAddr::V6(_) = p.dst {
+        ip::fill_udp6_checksum(buf).map_err(|_| EINVAL)?;
+    }
+    skb.xmit(route)
+}
+
+/// The route of a path, looked up in `nd`'s namespace out of `nd`.
+pub(crate) fn route(nd: &NetDeviceRef<'_>, p: &TxPath) -> Result<Route> {
+    match (p.src, p.dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => Route::v4(nd, s, d, p.traffic_class),
+        (IpAddr::V6(s), IpAddr::V6(d)) => Route::v6(nd, s, d, p.traffic_class, p.flow_label),
+        _ => Err(EINVAL),
+    }
 }
 
 /// Receives RoCE v2 packets from every tunnel (softirq) and queues them for [`RxWork`].

@@ -57,4 +57,12 @@ check_side "IPv6 server" "$PAIR_SERVER_OUT" "$iters"
 check_side "IPv6 client" "$PAIR_CLIENT_OUT" "$iters"
 expect_match "$PAIR_CLIENT_OUT" 'remote address: .* GID fd77::2$' "IPv6 peer GID"
 
+# After traffic (cached routes, open UDP tunnels), deleting a namespace removes its device and
+# releases its netdev at once.
+expect_ok ip netns del "$NS_A"
+wait_until 15 _ox_no_dev oxa_r || fail "oxa_r still exists 15 s after its namespace was deleted"
+sleep 1
+expect_no_match "$(dmesg)" 'waiting for .* to become free' "netdev released"
+info "namespace $NS_A deleted: oxa_r gone, netdev released"
+
 pass
