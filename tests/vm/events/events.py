@@ -47,7 +47,7 @@ def connect(q, ctx, gid, pq, pctx, pgid):
     a.dest_qp_num = pq.qp_num
     a.rq_psn = a.sq_psn = 0
     a.max_rd_atomic = a.max_dest_rd_atomic = 1
-    a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 1, 12, 7, 7
+    a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 1, 14, 7, 7
     q.to_rts(a)
 
 

@@ -57,7 +57,7 @@ class Side:
         attr.max_rd_atomic = 8
         attr.max_dest_rd_atomic = 8
         attr.min_rnr_timer = 1
-        attr.timeout = 12
+        attr.timeout = 14  # 67 ms, as perftest and ibv_rc_pingpong use
         attr.retry_cnt = 7
         attr.rnr_retry = 7
         self.qp.to_rts(attr)
