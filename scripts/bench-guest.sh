@@ -71,13 +71,10 @@ gb=$(roce_gid_index oxb_r "$(ipv4_gid "$NS_B_IP4")") || fail "oxb_r: no RoCE v2 
 perf oxroce "$NS_B" oxb_r "$gb" "$NS_A" oxa_r "$ga" "$NS_B_IP4"
 
 # 3. TCP over the same ends.
-ip netns exec "$NS_B" iperf3 -s -1 -B "$NS_B_IP4" >/dev/null 2>&1 &
-sleep 1
-out=$(ip netns exec "$NS_A" timeout 60 iperf3 -c "$NS_B_IP4" -t "$DUR" -l 64K -f m) ||
-	fail "iperf3 failed: $out"
-res[tcp,bw]=$(awk '/receiver/ {print $7}' <<<"$out")
-[ -n "${res[tcp,bw]}" ] || fail "iperf3: no receiver line: $out"
-wait
+run_pair --port 5201 --server-ns "$NS_B" --client-ns "$NS_A" 60 \
+	iperf3 -s -1 -B "$NS_B_IP4" -- iperf3 -c "$NS_B_IP4" -t "$DUR" -l 64K -f m
+res[tcp,bw]=$(awk '/receiver/ {print $7}' <<<"$PAIR_CLIENT_OUT")
+[ -n "${res[tcp,bw]}" ] || fail "iperf3: no receiver line: $PAIR_CLIENT_OUT"
 # MB/s as perftest counts (2^20 bytes): Mbit/s * 10^6 / 8 / 2^20.
 res[tcp,bw]=$(awk -v m="${res[tcp,bw]}" 'BEGIN { printf "%.2f", m * 1000000 / 8 / 1048576 }')
 
