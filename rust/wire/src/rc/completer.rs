@@ -185,7 +185,7 @@ impl<const N: usize> Requester<N> {
         self.timer = if self.una == self.sent_end {
             None
         } else {
-            super::ack_timeout_us(self.cfg.timeout).map(|t| now.saturating_add(t))
+            self.retransmit_timeout_us().map(|t| now.saturating_add(t))
         };
         true
     }

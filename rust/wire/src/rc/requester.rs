@@ -346,7 +346,7 @@ impl<const N: usize> Requester<N> {
             self.sent_end = self.cursor;
         }
         if self.timer.is_none() {
-            self.timer = ack_timeout_us(self.cfg.timeout).map(|t| now.saturating_add(t));
+            self.timer = self.retransmit_timeout_us().map(|t| now.saturating_add(t));
         }
         Some(Transmit {
             wr_id: w.wr_id,
@@ -405,6 +405,17 @@ impl<const N: usize> Requester<N> {
             }
             _ => TimerAction::Nothing,
         }
+    }
+
+    /// The retransmission timeout now: the local ACK timeout (4.096 us *
+    /// 2^`timeout`), doubled for each retry already used without progress, up
+    /// to 16 times. The backoff is not in the IBA, which only fixes the retry
+    /// count: it keeps a go-back-N sender from burying a slow receiver under
+    /// retransmissions of the whole window until the retries run out (seen on
+    /// a KASAN kernel under emulation). Progress resets it.
+    pub(super) fn retransmit_timeout_us(&self) -> Option<u64> {
+        let used = (self.cfg.retry_cnt & 7).saturating_sub(self.retry_left).min(4);
+        ack_timeout_us(self.cfg.timeout).map(|t| t << used)
     }
 
     /// Fails the first unfinished WQE with `e`, flushes the rest and enters
@@ -514,15 +525,20 @@ mod tests {
         let t = ack_timeout_us(CFG.timeout).unwrap();
         assert_eq!(r.deadline(), None);
         let mut sends = drain(&mut r, 0);
+        // The timeout doubles with each retry used (up to 16x): t, 2t, 4t, 8t, 16t, 16t, ...
+        let mut expected_end = t;
         let now = loop {
             let now = r.deadline().unwrap();
+            assert_eq!(now, expected_end);
             assert_eq!(r.on_timer(now - 1), TimerAction::Nothing);
             match r.on_timer(now) {
                 TimerAction::Retransmit => {
                     let p = r.next_packet(now).unwrap();
                     assert!(p.retransmit);
+                    let backoff = (sends as u32).min(4);
                     sends += 1;
-                    assert_eq!(r.deadline(), Some(now + t));
+                    assert_eq!(r.deadline(), Some(now + (t << backoff)));
+                    expected_end = now + (t << backoff);
                 }
                 TimerAction::Error(e) => {
                     assert_eq!(e, RcError::RetryExceeded);
@@ -532,7 +548,8 @@ mod tests {
             }
         };
         assert_eq!(sends, usize::from(CFG.retry_cnt) + 1);
-        assert_eq!(now, t * (u64::from(CFG.retry_cnt) + 1));
+        let total: u64 = (0..=u32::from(CFG.retry_cnt)).map(|i| t << i.min(4)).sum();
+        assert_eq!(now, total);
         let c = r.poll_completion().unwrap();
         assert_eq!(c.status, Status::Error(RcError::RetryExceeded));
         assert_eq!(r.deadline(), None);
