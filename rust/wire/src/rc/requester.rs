@@ -414,7 +414,9 @@ impl<const N: usize> Requester<N> {
     /// retransmissions of the whole window until the retries run out (seen on
     /// a KASAN kernel under emulation). Progress resets it.
     pub(super) fn retransmit_timeout_us(&self) -> Option<u64> {
-        let used = (self.cfg.retry_cnt & 7).saturating_sub(self.retry_left).min(4);
+        let used = (self.cfg.retry_cnt & 7)
+            .saturating_sub(self.retry_left)
+            .min(4);
         ack_timeout_us(self.cfg.timeout).map(|t| t << used)
     }
 
