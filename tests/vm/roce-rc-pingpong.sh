@@ -65,4 +65,9 @@ sleep 1
 expect_no_match "$(dmesg)" 'waiting for .* to become free' "netdev released"
 info "namespace $NS_A deleted: oxa_r gone, netdev released"
 
+# Unloading with a device left that carried traffic (open tunnel, cached routes, timers).
+expect_ok rmmod oxrdma
+expect_eq "$(ls /sys/class/infiniband 2>/dev/null | grep -c .)" 0 "RDMA devices after rmmod"
+info "rmmod oxrdma with oxb_r present: clean"
+
 pass
