@@ -169,9 +169,9 @@ pub struct NetNs(Opaque<bindings::net>);
 impl NetNs {
     /// The initial network namespace (`init_net`).
     pub fn init_net() -> &'static NetNs {
+        // `NetNs` is a transparent wrapper of `Opaque<struct net>`: any content, C mutates it.
         // SAFETY: `init_net` is a static that lives as long as the kernel and is never
-        // dismantled; `NetNs` is a transparent wrapper of `Opaque<struct net>`, which allows
-        // any content and shared mutation by C.
+        // dismantled.
         unsafe { &*(&raw mut bindings::init_net).cast::<NetNs>() }
     }
 

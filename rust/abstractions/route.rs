@@ -36,9 +36,9 @@ impl Route {
     /// one). `tos` is the IPv4 TOS byte (DSCP bits are used for the lookup).
     pub fn v4(dev: &NetDeviceRef<'_>, saddr: [u8; 4], daddr: [u8; 4], tos: u8) -> Result<Route> {
         let mut out = 0u32;
+        // The helper returns a dst with a reference or an ERR_PTR.
         // SAFETY: `dev` is valid for the call (type invariant of `NetDeviceRef`), which keeps
-        // its namespace alive; `out` is writable. The helper returns a dst with a reference
-        // or an ERR_PTR.
+        // its namespace alive; `out` is writable.
         let dst = unsafe {
             bindings::oxrdma_route_v4(
                 dev.as_ptr(),

@@ -130,9 +130,10 @@ impl Skb {
             return Err(EINVAL);
         }
         let skb = self.into_raw();
+        // The route's dst is valid while `route` is borrowed; the helper takes its own
+        // reference for the skb.
         // SAFETY: `skb` is an owned linear skb with its network header at `data` (type
-        // invariant), which moves to the stack here; the route's dst is valid while `route`
-        // is borrowed and the helper takes its own reference for the skb.
+        // invariant), which moves to the stack here.
         let ret = unsafe { bindings::oxrdma_skb_local_out(skb, route.as_dst(), route.is_ipv6()) };
         match ret {
             0 => Ok(()),
@@ -244,10 +245,10 @@ impl RxSkb {
     /// header, IBA headers, payload, ICRC).
     pub fn ip_packet(&self) -> &[u8] {
         let skb = self.ptr.as_ptr();
+        // The network header is at or before `data` (received packets are pulled past it), so
+        // the offset is not positive.
         // SAFETY: `skb` is valid, owned and linear (type invariant): the bytes from the
-        // network header to `data + len` are initialised and in the linear buffer. The network
-        // header is at or before `data` (received packets are pulled past it), so the offset
-        // is not positive.
+        // network header to `data + len` are initialised and in the linear buffer.
         unsafe {
             let off = bindings::oxrdma_skb_network_offset(skb);
             let len = bindings::oxrdma_skb_len(skb) as usize + off.unsigned_abs() as usize;

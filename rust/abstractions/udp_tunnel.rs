@@ -151,9 +151,9 @@ unsafe extern "C" fn encap_rcv(sk: *mut bindings::sock, skb: *mut bindings::sk_b
     let linear = !tunnel.is_null() && unsafe { bindings::oxrdma_skb_linearize(skb) } == 0;
     match NonNull::new(skb) {
         Some(skb) if linear => {
-            // SAFETY: the skb is owned, linear, its network header is set to the IP header,
-            // and the IP and UDP layers trimmed it to the packet's length (function safety
-            // requirement); ownership moves to the receiver.
+            // The IP and UDP layers trimmed the skb to the packet's length (function contract).
+            // SAFETY: owned, linear, network header at the IP header; ownership moves to the
+            // receiver.
             let pkt = unsafe { RxSkb::from_raw_rx(skb) };
             // SAFETY: a non-NULL user data is a `Tunnel` kept alive until a grace period
             // after it is cleared; this runs inside an RCU read-side section.
@@ -312,10 +312,10 @@ impl TunnelRegistration {
             reg.state = State::Registering;
             reg.tunnels = Some(RBTree::new());
         }
+        // Not called with the tunnel mutex held: the namespace core calls `net_exit`, which
+        // takes it, under the lock that registration takes.
         // SAFETY: `PERNET_OPS` is a static initialised above; the `Registering` state keeps
-        // anyone else from registering or unregistering it. Not called with the tunnel mutex
-        // held: the namespace core calls `net_exit`, which takes it, under the lock that
-        // registration takes.
+        // anyone else from registering or unregistering it.
         let err = unsafe { bindings::register_pernet_subsys(&raw mut PERNET_OPS) };
         let mut reg = REGISTRY.lock();
         if err != 0 {
@@ -331,9 +331,9 @@ impl TunnelRegistration {
 impl Drop for TunnelRegistration {
     fn drop(&mut self) {
         REGISTRY.lock().state = State::Unregistering;
+        // `unregister_pernet_subsys` calls `net_exit` for every namespace: it closes every tunnel.
         // SAFETY: registered in `register` (this value exists); no new tunnel can be opened
-        // now. `unregister_pernet_subsys` calls `net_exit` for every namespace, which closes
-        // every tunnel.
+        // now.
         unsafe { bindings::unregister_pernet_subsys(&raw mut PERNET_OPS) };
         let tree = {
             let mut reg = REGISTRY.lock();
@@ -355,9 +355,10 @@ struct NetGuard(*mut bindings::net);
 impl NetGuard {
     /// References `dev`'s current namespace, unless it is being dismantled.
     fn of(dev: &NetDeviceRef<'_>) -> Option<NetGuard> {
+        // The caller does not hold the RTNL; `maybe_get_net` fails once the namespace's count
+        // dropped to zero.
         // SAFETY: the RTNL keeps the device from moving between namespaces, and a device in
-        // a namespace keeps its `struct net` allocated; `maybe_get_net` fails once the
-        // namespace's count dropped to zero. The caller does not hold the RTNL.
+        // a namespace keeps its `struct net` allocated.
         let net = unsafe {
             bindings::rtnl_lock();
             let net = bindings::oxrdma_maybe_get_net(bindings::oxrdma_dev_net(dev.as_ptr()));

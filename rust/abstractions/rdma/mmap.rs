@@ -74,9 +74,8 @@ impl RingBuf {
         if off % 4 != 0 || off.checked_add(4)? > self.len {
             return None;
         }
-        // SAFETY: in bounds and 4-aligned (vmalloc memory is page aligned); the memory is
-        // only ever accessed atomically at this offset by the kernel, and a process's writes are
-        // plain stores of whole aligned words.
+        // The kernel only accesses this offset atomically; a process's writes are whole words.
+        // SAFETY: in bounds and 4-aligned (vmalloc memory is page aligned).
         Some(unsafe { AtomicU32::from_ptr(self.buf.as_ptr().add(off).cast()) })
     }
 
