@@ -633,6 +633,19 @@ ipv4_gid() {
 	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
 }
 
+# oxroce_pair: ns_pair with an oxroce device in each namespace (oxa_r on $NS_A_DEV, oxb_r on
+# $NS_B_DEV), the uninstalled provider in use, and $GID_A / $GID_B set to the indexes of their
+# RoCE v2 IPv4 GIDs.
+oxroce_pair() {
+	ns_pair
+	use_provider
+	rdma_link_add -n "$NS_A" oxa_r oxroce "$NS_A_DEV"
+	rdma_link_add -n "$NS_B" oxb_r oxroce "$NS_B_DEV"
+	GID_A=$(roce_gid_index oxa_r "$(ipv4_gid "$NS_A_IP4")") || fail "no RoCE v2 IPv4 GID on oxa_r"
+	GID_B=$(roce_gid_index oxb_r "$(ipv4_gid "$NS_B_IP4")") || fail "no RoCE v2 IPv4 GID on oxb_r"
+	info "oxroce_pair: oxa_r GID $GID_A, oxb_r GID $GID_B"
+}
+
 # use_provider: make libibverbs load oxrdma's uninstalled userspace provider.
 use_provider() {
 	[[ -f $OX_ROOT/userspace-provider/out/liboxrdma-rdmav34.so ]] || fail "provider not built"
