@@ -122,6 +122,8 @@ pub(crate) struct QpState {
     recv: Option<RecvProgress>,
     write: Option<WriteProgress>,
     reads: KVec<Option<ReadCtx>>,
+    /// In SQD: raise SQ_DRAINED once nothing is outstanding.
+    sqd_notify: bool,
     dead: bool,
 }
 
@@ -266,6 +268,7 @@ impl QpInner {
                     recv: None,
                     write: None,
                     reads,
+                    sqd_notify: false,
                     dead: false,
                 }),
             }),
@@ -376,6 +379,8 @@ impl QpInner {
                 st.req = Some(KBox::new(Requester::new(cfg), GFP_KERNEL)?);
             }
             St::Err if from != St::Err => self.to_error(&mut st, None),
+            // SQD: no new WQEs are taken (only RTS takes them); what is outstanding finishes.
+            St::Sqd => st.sqd_notify = a.sqd_notify,
             _ => {}
         }
         drop(st);
@@ -407,6 +412,7 @@ impl QpInner {
             path: a.path,
             caps: self.caps,
             sig_all: self.sig_all,
+            sqd_notify: false,
         }
     }
 

@@ -53,6 +53,10 @@ impl QpInner {
                 break;
             }
         }
+        if st.state == St::Sqd && st.sqd_notify && st.req.as_ref().map_or(true, |r| r.is_idle()) {
+            st.sqd_notify = false;
+            self.events.raise(QpEvent::SqDrained);
+        }
         st.req.as_ref().and_then(|r| r.deadline())
     }
 

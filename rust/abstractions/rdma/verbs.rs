@@ -160,6 +160,8 @@ pub mod qp_mask {
     pub const MAX_DEST_RD_ATOMIC: u32 = bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC;
     /// `dest_qp_num`.
     pub const DEST_QPN: u32 = bindings::ib_qp_attr_mask_IB_QP_DEST_QPN;
+    /// `en_sqd_async_notify`.
+    pub const EN_SQD_ASYNC_NOTIFY: u32 = bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY;
 }
 
 /// `IB_ACCESS_*` bits.
@@ -257,6 +259,8 @@ pub struct QpAttrs {
     pub caps: QpCaps,
     /// Every send WR completes (query only).
     pub sig_all: bool,
+    /// Moving to SQD: raise `IB_EVENT_SQ_DRAINED` once the send queue has drained.
+    pub sqd_notify: bool,
 }
 
 /// SRQ attributes (`struct ib_srq_attr`).
@@ -905,6 +909,7 @@ pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
         path,
         caps: QpCaps::default(),
         sig_all: false,
+        sqd_notify: has(qp_mask::EN_SQD_ASYNC_NOTIFY) && a.en_sqd_async_notify != 0,
     };
     errno(T::modify_qp(qp, &attrs))
 }

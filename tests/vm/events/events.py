@@ -38,6 +38,14 @@ def bounded(what, fn, secs=20):
     return out[0]
 
 
+def poll_one(cq):
+    """Busy-polls one completion (callers bound it with `bounded`)."""
+    while True:
+        n, wcs = cq.poll(1)
+        if n > 0:
+            return n, wcs
+
+
 def connect(q, ctx, gid, pq, pctx, pgid):
     a = QPAttr(port_num=1)
     a.qp_access_flags = ACCESS
@@ -109,7 +117,28 @@ def main():
     ev.ack()
     print(f"CQ overflow: IBV_EVENT_CQ_ERR after {small.cqe + 2} completions into {small.cqe} entries",
           flush=True)
-    print("events: 3 checks ok")
+
+    # SQD: moving an idle QP to SQD with en_sqd_async_notify raises SQ_DRAINED; back to RTS,
+    # it sends again.
+    sqd = QPAttr(qp_state=e.IBV_QPS_SQD)
+    sqd.en_sqd_async_notify = 1
+    qa.modify(sqd, e.IBV_QP_STATE | e.IBV_QP_EN_SQD_ASYNC_NOTIFY)
+    ev = bounded("SQ drained event", ca.get_async_event, 20)
+    if ev.event_type != e.IBV_EVENT_SQ_DRAINED:
+        sys.exit(f"FAIL: expected SQ_DRAINED, got event {ev.event_type}")
+    ev.ack()
+    qa.modify(QPAttr(qp_state=e.IBV_QPS_RTS), e.IBV_QP_STATE)
+    srq.post_recv(RecvWR(wr_id=400, num_sge=1, sg=[SGE(mb.buf, 64, mb.lkey)]))
+    qa.post_send(SendWR(wr_id=401, num_sge=1, sg=[SGE(ma.buf, 10, ma.lkey)],
+                        send_flags=e.IBV_SEND_SIGNALED))
+    # The four sends of the SRQ check completed earlier into the same CQ; then 401.
+    for want in (101, 102, 103, 104, 401):
+        n, wcs = bounded("send after SQD", lambda: poll_one(cqa), 20)
+        if wcs[0].status != e.IBV_WC_SUCCESS or wcs[0].wr_id != want:
+            sys.exit(f"FAIL: after SQD -> RTS: completion {wcs[0].wr_id} status {wcs[0].status}, "
+                     f"expected {want}")
+    print("SQD: IBV_EVENT_SQ_DRAINED, then RTS again and a send completes", flush=True)
+    print("events: 4 checks ok")
 
 
 if __name__ == "__main__":
