@@ -46,18 +46,22 @@ pub struct RingMmap {
     pub len: u64,
 }
 
-/// Response to `CREATE_CQ` (libibverbs `ibv_cmd_create_cq`). The core response's `cqe` is
-/// `slots`: the ring holds that many completions.
+/// The response of a command that creates one ring: where it is and its geometry.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CreateCqResp {
-    /// The completion ring (produced by the kernel, consumed by the process).
+pub struct RingResp {
+    /// The ring.
     pub ring: RingMmap,
     /// Number of slots, a power of two.
     pub slots: u32,
-    /// Bytes per slot: [`super::queue::CQE_SIZE`].
+    /// Bytes per slot.
     pub slot_size: u32,
 }
+
+/// Response to `CREATE_CQ` (libibverbs `ibv_cmd_create_cq`): the completion ring (produced by
+/// the kernel, consumed by the process), slots of [`super::queue::CQE_SIZE`] bytes. The core
+/// response's `cqe` is `slots`: the ring holds that many completions.
+pub type CreateCqResp = RingResp;
 
 /// Response to `CREATE_QP` (libibverbs `ibv_cmd_create_qp`). The core response's `max_*`
 /// capabilities are the ones granted; the ring geometry is here.
@@ -82,17 +86,10 @@ pub struct CreateQpResp {
     pub reserved: u32,
 }
 
-/// Response to `CREATE_SRQ` (libibverbs `ibv_cmd_create_srq`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CreateSrqResp {
-    /// The receive ring (produced by the process, consumed by the kernel).
-    pub ring: RingMmap,
-    /// Slots, a power of two (at least `max_wr`).
-    pub slots: u32,
-    /// Bytes per slot ([`super::queue::recv_slot_size`]).
-    pub slot_size: u32,
-}
+/// Response to `CREATE_SRQ` (libibverbs `ibv_cmd_create_srq`): the receive ring (produced by
+/// the process, consumed by the kernel), at least `max_wr` slots of
+/// [`super::queue::recv_slot_size`] bytes.
+pub type CreateSrqResp = RingResp;
 
 /// The doorbell: how the process tells the kernel that it published new send WQEs.
 ///
@@ -147,7 +144,7 @@ fn put_ring(b: &mut [u8], at: usize, r: &RingMmap) {
     put_u64(b, at + 8, r.len);
 }
 
-impl Response for CreateCqResp {
+impl Response for RingResp {
     type Bytes = [u8; 24];
     fn to_bytes(&self) -> [u8; 24] {
         let mut b = [0u8; 24];
@@ -170,17 +167,6 @@ impl Response for CreateQpResp {
         put_u32(&mut b, 44, self.rq_slot_size);
         put_u32(&mut b, 48, self.qpn);
         put_u32(&mut b, 52, self.reserved);
-        b
-    }
-}
-
-impl Response for CreateSrqResp {
-    type Bytes = [u8; 24];
-    fn to_bytes(&self) -> [u8; 24] {
-        let mut b = [0u8; 24];
-        put_ring(&mut b, 0, &self.ring);
-        put_u32(&mut b, 16, self.slots);
-        put_u32(&mut b, 20, self.slot_size);
         b
     }
 }

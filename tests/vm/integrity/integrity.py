@@ -102,22 +102,27 @@ def main():
     b.connect(a)
     checked = 0
 
+    def rdma_stream(opcode, what):
+        """Posts RDMA WRITEs or READs between A's and B's buffers at the same offsets, in the
+        sizes of `sizes`, at most DEPTH outstanding; waits for all."""
+        off, pending = 0, 0
+        for i, s in enumerate(sizes(size, rng)):
+            wr = SendWR(wr_id=i, opcode=opcode, num_sge=1,
+                        sg=[SGE(a.mr.buf + off, s, a.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+            wr.set_wr_rdma(b.mr.rkey, b.mr.buf + off)
+            if pending == DEPTH:
+                poll(a.cq, 1, what)
+                pending -= 1
+            a.qp.post_send(wr)
+            pending += 1
+            off += s
+        poll(a.cq, pending, what)
+
     # 1. RDMA WRITE A -> B, then compare B's buffer.
     pattern = rng.randbytes(size)
     a.mr.write(pattern, size, 0)
     b.mr.write(bytes(size), size, 0)
-    off, pending = 0, 0
-    for i, s in enumerate(sizes(size, rng)):
-        wr = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-                    sg=[SGE(a.mr.buf + off, s, a.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
-        wr.set_wr_rdma(b.mr.rkey, b.mr.buf + off)
-        if pending == DEPTH:
-            poll(a.cq, 1, "write")
-            pending -= 1
-        a.qp.post_send(wr)
-        pending += 1
-        off += s
-    poll(a.cq, pending, "write")
+    rdma_stream(e.IBV_WR_RDMA_WRITE, "write")
     if b.mr.read(size, 0) != pattern:
         sys.exit("FAIL: RDMA WRITE: B's buffer differs from the pattern")
     checked += size
@@ -127,18 +132,7 @@ def main():
     pattern = rng.randbytes(size)
     b.mr.write(pattern, size, 0)
     a.mr.write(bytes(size), size, 0)
-    off, pending = 0, 0
-    for i, s in enumerate(sizes(size, rng)):
-        wr = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_READ, num_sge=1,
-                    sg=[SGE(a.mr.buf + off, s, a.mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
-        wr.set_wr_rdma(b.mr.rkey, b.mr.buf + off)
-        if pending == DEPTH:
-            poll(a.cq, 1, "read")
-            pending -= 1
-        a.qp.post_send(wr)
-        pending += 1
-        off += s
-    poll(a.cq, pending, "read")
+    rdma_stream(e.IBV_WR_RDMA_READ, "read")
     if a.mr.read(size, 0) != pattern:
         sys.exit("FAIL: RDMA READ: A's buffer differs from B's pattern")
     checked += size
