@@ -73,3 +73,56 @@ impl<T> Drop for GlobalGuard<'_, T> {
         unsafe { bindings::oxrdma_global_unlock() };
     }
 }
+
+// ---- a spinlock that disables interrupts ---------------------------------------------------
+
+/// A spinlock taken with `spin_lock_irqsave`: usable from any context, including the softirq
+/// and hard-interrupt contexts kernel verbs users post and poll from.
+///
+/// The 6.12 `kernel` crate has only `spin_lock` (which deadlocks if an interrupt handler on the
+/// same CPU takes the lock its task holds) and `Mutex` (which sleeps). Build one with
+/// [`new_spinlock_irq!`](crate::new_spinlock_irq).
+pub type SpinLockIrq<T> = kernel::sync::lock::Lock<T, SpinLockIrqBackend>;
+
+/// The [`SpinLockIrq`] backend: `spinlock_t` with the saved interrupt flags as guard state.
+pub struct SpinLockIrqBackend;
+
+// SAFETY: `spinlock_t` gives mutual exclusion; `lock` and the default `relock` both use
+// `spin_lock_irqsave`, and `unlock` restores the flags that `lock` saved.
+unsafe impl kernel::sync::lock::Backend for SpinLockIrqBackend {
+    type State = kernel::bindings::spinlock_t;
+    type GuardState = kernel::ffi::c_ulong;
+
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
+        // SAFETY: `ptr` is valid for writes, `name` and `key` live forever (trait contract).
+        unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }
+    }
+
+    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+        // SAFETY: `ptr` is an initialised spinlock (trait contract); the two binding crates
+        // name the same C type.
+        unsafe { bindings::oxrdma_spin_lock_irqsave(ptr.cast()) }
+    }
+
+    unsafe fn unlock(ptr: *mut Self::State, flags: &Self::GuardState) {
+        // SAFETY: the caller owns the lock (trait contract); `flags` were saved by `lock`.
+        unsafe { bindings::oxrdma_spin_unlock_irqrestore(ptr.cast(), *flags) }
+    }
+}
+
+/// Builds a [`SpinLockIrq`] initialiser, with a lock class per call site (like
+/// `new_spinlock!`).
+#[macro_export]
+macro_rules! new_spinlock_irq {
+    ($inner:expr, $name:literal) => {
+        kernel::sync::lock::Lock::<_, $crate::ox::sync::SpinLockIrqBackend>::new(
+            $inner,
+            kernel::c_str!($name),
+            kernel::static_lock_class!(),
+        )
+    };
+}

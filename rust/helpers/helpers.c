@@ -111,3 +111,16 @@ void oxrdma_global_unlock(void)
 {
 	mutex_unlock(&oxrdma_global_mutex);
 }
+
+unsigned long oxrdma_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+void oxrdma_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
+}
