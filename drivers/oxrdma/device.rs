@@ -3,12 +3,15 @@
 
 use crate::cq::CqInner;
 use crate::engine::Engine;
-use crate::mr::Mr;
+use crate::mr::{Mr, MrMem};
 use crate::ox::error::code;
 use crate::ox::net::NetDevice;
 use crate::ox::rdma::device::{
-    core_cap, Device, DeviceAttrs, Driver, NodeKind, PortAttrs, PortImmutable, Udata,
+    core_cap, device_cap, Device, DeviceAttrs, Driver, NodeKind, PortAttrs, PortImmutable, Udata,
 };
+use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
+use crate::ox::rdma::kverbs::{RecvWr, SendWr, WcSink};
+use crate::ox::rdma::mmap::RingBuf;
 use crate::ox::rdma::umem::UserMem;
 use crate::ox::rdma::verbs::{
     srq_mask, CqInit, QpAttrs, QpCaps, QpInit, QpState, QpType, SrqAttrs, SrqInit, UserCtx,
@@ -23,7 +26,7 @@ use crate::uapi::verbs::{self, Response};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
-use kernel::{alloc::flags::GFP_KERNEL, sync::Arc};
+use kernel::sync::Arc;
 
 /// Device limits. Documented in `Documentation/admin-guide.rst`; keep the two in step.
 pub(crate) mod limits {
@@ -52,6 +55,23 @@ pub(crate) mod limits {
 const ROCE_CORE_CAPS: u32 = core_cap::PROT_ROCE | core_cap::PROT_ROCE_UDP_ENCAP | core_cap::ETH_AH;
 /// iWARP. `IW_CM` comes with the iw_cm ops.
 const IWARP_CORE_CAPS: u32 = core_cap::PROT_IWARP;
+
+/// A ring for a new object: mmappable memory for a process (the offset it maps), plain
+/// kernel memory for a kernel user.
+fn new_ring(ctx: &mut Option<&mut UserCtx<'_>>, len: usize) -> Result<(Arc<RingBuf>, u64)> {
+    match ctx {
+        Some(c) => c.new_ring(len),
+        None => Ok((RingBuf::new(len)?, 0)),
+    }
+}
+
+/// Copies a create response to the process, if the caller is one.
+fn respond(ctx: &mut Option<&mut UserCtx<'_>>, resp: &[u8]) -> Result {
+    match ctx {
+        Some(c) => c.respond(resp),
+        None => Ok(()),
+    }
+}
 
 /// The driver data of one device (port 1 on one netdev).
 pub(crate) struct OxDevice {
@@ -106,7 +126,7 @@ impl Driver for OxDevice {
             hw_ver: 0,
             max_qp: MAX_QP,
             max_qp_wr: MAX_QP_WR,
-            device_cap_flags: 0,
+            device_cap_flags: device_cap::MEM_MGT_EXTENSIONS,
             max_send_sge: MAX_SGE,
             max_recv_sge: MAX_SGE,
             max_sge_rd: MAX_SGE,
@@ -213,14 +233,20 @@ impl Driver for OxDevice {
         crate::link::forget(dev);
     }
 
-    fn create_cq(dev: &Device<Self>, init: CqInit, ctx: &mut UserCtx<'_>) -> Result<(Cq, u32)> {
+    fn create_cq(
+        dev: &Device<Self>,
+        init: CqInit,
+        mut ctx: Option<&mut UserCtx<'_>>,
+    ) -> Result<(Cq, u32)> {
         if init.cqe > limits::MAX_CQE as u32 || init.cqe == 0 {
             return Err(EINVAL);
         }
         if dev.kind != NodeKind::Roce {
             return Err(code::eopnotsupp());
         }
-        let (cq, slots, offset, len) = CqInner::new(init.cqe, init.events, |b| ctx.new_ring(b))?;
+        let kernel = ctx.is_none();
+        let (cq, slots, offset, len) =
+            CqInner::new(init.cqe, init.events, kernel, |b| new_ring(&mut ctx, b))?;
         let resp = verbs::CreateCqResp {
             ring: verbs::RingMmap {
                 offset,
@@ -229,7 +255,7 @@ impl Driver for OxDevice {
             slots,
             slot_size: CQE_SIZE as u32,
         };
-        ctx.respond(resp.to_bytes().as_ref())?;
+        respond(&mut ctx, resp.to_bytes().as_ref())?;
         Ok((Cq(cq), slots))
     }
 
@@ -240,7 +266,7 @@ impl Driver for OxDevice {
     fn create_qp(
         dev: &Device<Self>,
         init: QpInit<'_, Self>,
-        ctx: &mut UserCtx<'_>,
+        mut ctx: Option<&mut UserCtx<'_>>,
     ) -> Result<(Qp, u32, QpCaps)> {
         if init.qp_type != QpType::Rc {
             return Err(code::eopnotsupp());
@@ -262,7 +288,8 @@ impl Driver for OxDevice {
         let send_sge = c.max_send_sge.max(1);
         let sq_slot = send_slot_size(send_sge, c.max_inline_data);
         let inline = (sq_slot - SEND_WQE_SIZE as u32).min(MAX_INLINE);
-        let (sq_ring, sq_off) = ctx.new_ring(RING_HEADER_SIZE + (sq_slots * sq_slot) as usize)?;
+        let (sq_ring, sq_off) =
+            new_ring(&mut ctx, RING_HEADER_SIZE + (sq_slots * sq_slot) as usize)?;
         let sq_len = sq_ring.len() as u64;
         let mut resp = verbs::CreateQpResp {
             sq: verbs::RingMmap {
@@ -286,7 +313,7 @@ impl Driver for OxDevice {
                 let slots = ring_slots(c.max_recv_wr.max(1)).ok_or(EINVAL)?;
                 let sge = c.max_recv_sge.max(1);
                 let slot = recv_slot_size(sge);
-                let (ring, off) = ctx.new_ring(RING_HEADER_SIZE + (slots * slot) as usize)?;
+                let (ring, off) = new_ring(&mut ctx, RING_HEADER_SIZE + (slots * slot) as usize)?;
                 resp.rq = verbs::RingMmap {
                     offset: off,
                     len: ring.len() as u64,
@@ -328,10 +355,11 @@ impl Driver for OxDevice {
                 caps: granted,
                 sig_all: init.sig_all,
                 events: init.events,
+                kernel: ctx.is_none(),
             })
         })?;
         resp.qpn = qp.qpn;
-        if let Err(e) = ctx.respond(resp.to_bytes().as_ref()) {
+        if let Err(e) = respond(&mut ctx, resp.to_bytes().as_ref()) {
             dev.engine.remove_qp(qp.qpn);
             return Err(e);
         }
@@ -363,7 +391,7 @@ impl Driver for OxDevice {
     fn create_srq(
         dev: &Device<Self>,
         init: SrqInit<'_, Self>,
-        ctx: &mut UserCtx<'_>,
+        mut ctx: Option<&mut UserCtx<'_>>,
     ) -> Result<(Srq, SrqAttrs)> {
         let a = init.attrs;
         if a.max_wr == 0
@@ -378,7 +406,7 @@ impl Driver for OxDevice {
         }
         let slots = ring_slots(a.max_wr).ok_or(EINVAL)?;
         let slot = recv_slot_size(a.max_sge.max(1));
-        let (ring, off) = ctx.new_ring(RING_HEADER_SIZE + (slots * slot) as usize)?;
+        let (ring, off) = new_ring(&mut ctx, RING_HEADER_SIZE + (slots * slot) as usize)?;
         let len = ring.len() as u64;
         let max_sge = ((slot - RECV_WQE_SIZE as u32) / SGE_SIZE as u32).min(MAX_SGE);
         let q = RecvQueue::new(
@@ -396,7 +424,7 @@ impl Driver for OxDevice {
             slots,
             slot_size: slot,
         };
-        ctx.respond(resp.to_bytes().as_ref())?;
+        respond(&mut ctx, resp.to_bytes().as_ref())?;
         Ok((
             Srq(q),
             SrqAttrs {
@@ -433,28 +461,45 @@ impl Driver for OxDevice {
         iova: u64,
         access: u32,
     ) -> Result<(MrData, u32, u32)> {
-        let pdn = *pd;
-        let mr = dev.engine.add_mr(limits::MAX_MR as usize, |key| {
-            Ok(Arc::new(
-                Mr {
-                    key,
-                    pdn,
-                    access,
-                    iova,
-                    mem,
-                },
-                GFP_KERNEL,
-            )?)
-        })?;
-        let key = mr.key;
-        Ok((
-            MrData {
-                key,
-                engine: dev.engine.clone(),
-            },
-            key,
-            key,
-        ))
+        let len = mem.len() as u64;
+        new_mr(dev, *pd, MrMem::User(mem), access, iova, len)
+    }
+
+    fn get_dma_mr(
+        dev: &Device<Self>,
+        pd: &u32,
+        access: u32,
+        mem: KernelMem,
+    ) -> Result<(MrData, u32, u32)> {
+        new_mr(dev, *pd, MrMem::Dma(mem), access, 0, u64::MAX)
+    }
+
+    fn alloc_mr(
+        dev: &Device<Self>,
+        pd: &u32,
+        max_pages: u32,
+        pages: Arc<FastRegPages>,
+    ) -> Result<(MrData, u32, u32)> {
+        if max_pages > limits::MAX_FAST_REG_PAGES {
+            return Err(EINVAL);
+        }
+        new_mr(dev, *pd, MrMem::Fast(pages), 0, 0, 0)
+    }
+
+    fn post_send(qp: &Qp, wr: &SendWr<'_>) -> Result {
+        qp.0.post_send(wr)
+    }
+
+    fn post_recv(qp: &Qp, wr: &RecvWr<'_>) -> Result {
+        qp.0.post_recv(wr)
+    }
+
+    fn post_srq_recv(srq: &Srq, wr: &RecvWr<'_>) -> Result {
+        srq.0.post(wr)
+    }
+
+    fn poll_cq(cq: &Cq, out: &mut WcSink<'_>) {
+        cq.0.poll(out)
     }
 
     fn dereg_mr(mr: &MrData) {
@@ -469,6 +514,29 @@ pub(crate) use crate::qp::Qp;
 
 /// The driver data of an SRQ object.
 pub(crate) struct Srq(pub(crate) Arc<RecvQueue>);
+
+/// Adds an MR to the device's table; returns its data and its L_Key and R_Key (the same).
+fn new_mr(
+    dev: &Device<OxDevice>,
+    pdn: u32,
+    mem: MrMem,
+    access: u32,
+    iova: u64,
+    len: u64,
+) -> Result<(MrData, u32, u32)> {
+    let mr = dev.engine.add_mr(limits::MAX_MR as usize, |key| {
+        Mr::new(key, pdn, mem, access, iova, len)
+    })?;
+    let key = mr.base_key;
+    Ok((
+        MrData {
+            key,
+            engine: dev.engine.clone(),
+        },
+        key,
+        key,
+    ))
+}
 
 /// The driver data of an MR object: its key in the engine's table.
 pub(crate) struct MrData {

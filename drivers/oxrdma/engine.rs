@@ -237,6 +237,11 @@ impl Engine {
         self.mrs.lock().get(key)
     }
 
+    /// The MR in the table slot `key` names, whatever its state.
+    pub(crate) fn mr_slot(&self, key: u32) -> Option<Arc<Mr>> {
+        self.mrs.lock().slot_of(key)
+    }
+
     // ---- packets ------------------------------------------------------------------------
 
     /// Sends one packet of a connection (see [`crate::roce::send`]).

@@ -13,14 +13,18 @@
 use crate::cq::CqInner;
 use crate::engine::Engine;
 use crate::mr::MrError;
+use crate::ox::rdma::kverbs::{RecvWr, SendOp as KOp, SendWr};
 use crate::ox::rdma::verbs::{
     access, modify_is_ok, Path, QpAttrs, QpCaps, QpEvent, QpEvents, QpState as St, QpType,
 };
-use crate::queue::{RecvEntry, RecvQueue, RingFault, SendEntry, SendRing};
+use crate::queue::{
+    post_entry, post_view, write_sges, PostView, RecvEntry, RecvQueue, RingFault, SendEntry,
+    SendRing, MAX_INLINE,
+};
 use crate::roce::TxPath;
 use crate::uapi::queue::{
-    wc_opcode, wc_status, Cqe, Sge, WrOpcode, WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV, WQE_FLAG_FENCE,
-    WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED,
+    wc_opcode, wc_status, Cqe, SendWqe, Sge, WrOpcode, SEND_WQE_SIZE, WC_FLAG_WITH_IMM,
+    WC_FLAG_WITH_INV, WQE_FLAG_FENCE, WQE_FLAG_INLINE, WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED,
 };
 use crate::uapi::ring::RingView;
 use crate::wire::headers::{
@@ -34,6 +38,7 @@ use crate::wire::rc::completer::{Response, ResponseAction, ResponseKind};
 use crate::wire::rc::requester::{RcError, Requester, RequesterConfig, Status, TimerAction};
 use crate::wire::rc::responder::{Ack, Request, Responder, ResponderAction, ResponderConfig};
 use crate::wire::rc::{packets_for, OpKind};
+use core::sync::atomic::{fence, AtomicBool, Ordering};
 use kernel::{
     alloc::flags::GFP_KERNEL, alloc::KBox, alloc::KVec, new_mutex, prelude::*, sync::Arc,
     sync::Mutex,
@@ -141,8 +146,16 @@ pub(crate) struct QpInner {
     caps: QpCaps,
     sig_all: bool,
     events: QpEvents,
+    /// A kernel user's QP: posts through [`QpInner::post_send`] / [`QpInner::post_recv`], may
+    /// use kernel-only opcodes.
+    kernel: bool,
+    /// In the error state (a mirror for the kernel post path, which does not take `st`).
+    errored: AtomicBool,
     #[pin]
     st: Mutex<QpState>,
+    /// Kernel users: the producer side of the SQ.
+    #[pin]
+    sq_post: PostView,
 }
 
 /// The driver data of a QP object.
@@ -161,6 +174,7 @@ pub(crate) struct NewQp {
     pub(crate) caps: QpCaps,
     pub(crate) sig_all: bool,
     pub(crate) events: QpEvents,
+    pub(crate) kernel: bool,
 }
 
 fn wc_opcode_of(op: WrOpcode) -> u8 {
@@ -171,6 +185,7 @@ fn wc_opcode_of(op: WrOpcode) -> u8 {
         WrOpcode::AtomicCmpAndSwp => wc_opcode::COMP_SWAP,
         WrOpcode::AtomicFetchAndAdd => wc_opcode::FETCH_ADD,
         WrOpcode::LocalInv => wc_opcode::LOCAL_INV,
+        WrOpcode::RegMr => wc_opcode::REG_MR,
     }
 }
 
@@ -180,7 +195,7 @@ fn kind_of(op: WrOpcode) -> Option<OpKind> {
         WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => OpKind::Send,
         WrOpcode::RdmaRead => OpKind::Read,
         WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => OpKind::Atomic,
-        WrOpcode::LocalInv => return None,
+        WrOpcode::LocalInv | WrOpcode::RegMr => return None,
     })
 }
 
@@ -220,7 +235,8 @@ fn request_opcode(op: WrOpcode, first: bool, last: bool) -> Opcode {
         (WrOpcode::RdmaRead, _, _) => RcRdmaReadRequest,
         (WrOpcode::AtomicCmpAndSwp, _, _) => RcCompareSwap,
         (WrOpcode::AtomicFetchAndAdd, _, _) => RcFetchAdd,
-        (WrOpcode::LocalInv, _, _) => RcSendOnly,
+        // Local operations never reach the wire.
+        (WrOpcode::LocalInv | WrOpcode::RegMr, _, _) => RcSendOnly,
     }
 }
 
@@ -257,6 +273,9 @@ impl QpInner {
                 caps: p.caps,
                 sig_all: p.sig_all,
                 events: p.events,
+                kernel: p.kernel,
+                errored: AtomicBool::new(false),
+                sq_post <- post_view(slots),
                 st <- new_mutex!(QpState {
                     state: St::Reset,
                     attrs: Attrs { port: 1, ..Default::default() },
@@ -416,6 +435,21 @@ impl QpInner {
         }
     }
 
+    /// Posts a kernel user's receive WR to the QP's own receive queue (any context).
+    pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
+        if !self.kernel || self.rq.is_shared() {
+            return Err(EINVAL);
+        }
+        self.rq.post(wr)?;
+        // In the error state the engine flushes it (ib_drain_rq waits for that). Pairs with
+        // the fence in `to_error`: either this sees the flag or that flush sees the WR.
+        fence(Ordering::SeqCst);
+        if self.errored.load(Ordering::Relaxed) {
+            self.engine.kick();
+        }
+        Ok(())
+    }
+
     /// Destroy: no more processing; the engine forgets the QP.
     pub(crate) fn destroy(&self) {
         let mut st = self.st.lock();
@@ -433,6 +467,7 @@ impl QpInner {
     }
 
     fn reset(&self, st: &mut QpState) {
+        self.errored.store(false, Ordering::Relaxed);
         st.req = None;
         st.resp = None;
         st.recv = None;
@@ -455,6 +490,8 @@ impl QpInner {
     /// `WR_FLUSH_ERR` (the first in-flight one with `first`, if given).
     fn to_error(&self, st: &mut QpState, first: Option<u8>) {
         st.state = St::Err;
+        self.errored.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
         if let Some(req) = st.req.as_mut() {
             req.flush();
         }
@@ -485,6 +522,7 @@ impl QpInner {
                         ..Default::default()
                     },
                     false,
+                    &self.events,
                 );
             }
             self.sq.publish_consumer(st.sq_view.consumer());
@@ -503,6 +541,7 @@ impl QpInner {
                         ..Default::default()
                     },
                     false,
+                    &self.events,
                 )
             });
         }

@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The rings the process produces into: the send queue (SQ) and receive queues (a QP's RQ,
 //! an SRQ). The kernel copies each slot out once, validates the copy and only then acts.
+//!
+//! A kernel user's queues are the same rings in kernel memory; its post calls produce into
+//! them through [`post_entry`] and the engine consumes them exactly as a process's.
 
+use crate::ox::rdma::kverbs::{RecvWr, Sge as KSge};
 use crate::ox::rdma::mmap::RingBuf;
 use crate::ox::rdma::verbs::SrqEvents;
+use crate::ox::sync::SpinLockIrq;
 use crate::uapi::queue::{RecvWqe, SendWqe, Sge, RECV_WQE_SIZE, SEND_WQE_SIZE, SGE_SIZE};
 use crate::uapi::ring::{
     RingView, RING_CONSUMER_OFFSET, RING_FLAGS_OFFSET, RING_FLAG_KERNEL_BUSY, RING_HEADER_SIZE,
@@ -29,6 +34,48 @@ impl Geometry {
     fn slot_offset(&self, slot: u32) -> usize {
         RING_HEADER_SIZE + slot as usize * self.slot_size as usize
     }
+}
+
+/// The producer's view of a ring a kernel user posts into. Posting may happen in any
+/// context, concurrently: hence the interrupt-safe lock.
+pub(crate) type PostView = SpinLockIrq<RingView>;
+
+/// A [`PostView`] initialiser for a ring of `slots` slots.
+pub(crate) fn post_view(slots: u32) -> impl PinInit<PostView> {
+    crate::new_spinlock_irq!(RingView::new(slots), "oxrdma_post")
+}
+
+/// Produces one entry into a kernel user's ring: `fill(offset of the slot)` writes it, then it
+/// is published. `ENOMEM` when the ring is full (what verbs users expect).
+pub(crate) fn post_entry(
+    view: &PostView,
+    ring: &RingBuf,
+    geo: &Geometry,
+    fill: impl FnOnce(usize) -> Result,
+) -> Result {
+    let mut v = view.lock();
+    // The consumer is the engine (this kernel), which only moves it forward.
+    let _ = v.accept_consumer(ring.load_acquire(RING_CONSUMER_OFFSET));
+    if v.room() == 0 {
+        return Err(ENOMEM);
+    }
+    fill(geo.slot_offset(v.slot(v.producer())))?;
+    v.produce();
+    ring.store_release(RING_PRODUCER_OFFSET, v.producer());
+    Ok(())
+}
+
+/// Writes a kernel user's SGEs as ring SGEs from `at` on.
+pub(crate) fn write_sges(ring: &RingBuf, at: usize, sges: &[KSge]) -> Result {
+    for (i, s) in sges.iter().enumerate() {
+        let sge = Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        };
+        ring.write(at + i * SGE_SIZE, &sge.to_bytes())?;
+    }
+    Ok(())
 }
 
 fn sge_from(b: &[u8]) -> Sge {
@@ -76,6 +123,8 @@ pub(crate) struct RecvQueue {
     events: Option<SrqEvents>,
     #[pin]
     st: Mutex<RecvState>,
+    #[pin]
+    post: PostView,
 }
 
 struct RecvState {
@@ -98,6 +147,7 @@ impl RecvQueue {
                 max_sge,
                 events,
                 st <- new_mutex!(RecvState { view: RingView::new(geo.slots), limit }),
+                post <- post_view(geo.slots),
             }),
             GFP_KERNEL,
         )
@@ -170,6 +220,23 @@ impl RecvQueue {
             }
         }
         Ok(Some(entry))
+    }
+
+    /// Posts a kernel user's receive WR.
+    pub(crate) fn post(&self, wr: &RecvWr<'_>) -> Result {
+        let n = u32::try_from(wr.sges.len()).map_err(|_| EINVAL)?;
+        if n > self.max_sge {
+            return Err(EINVAL);
+        }
+        post_entry(&self.post, &self.ring, &self.geo, |at| {
+            let hdr = RecvWqe {
+                wr_id: wr.wr_id,
+                num_sge: n,
+                reserved: 0,
+            };
+            self.ring.write(at, &hdr.to_bytes())?;
+            write_sges(&self.ring, at + RECV_WQE_SIZE, wr.sges)
+        })
     }
 
     /// Slots and SGEs per WQE.

@@ -108,3 +108,26 @@ struct workqueue_struct *oxrdma_alloc_workqueue(const char *name)
 {
 	return alloc_workqueue("%s", WQ_UNBOUND | WQ_MEM_RECLAIM, 0, name);
 }
+
+struct page *oxrdma_virt_page(u64 addr)
+{
+	void *va = (void *)(uintptr_t)addr;
+
+	return virt_addr_valid(va) ? virt_to_page(va) : NULL;
+}
+
+void oxrdma_copy_kernel(void *dst, u64 src, size_t len)
+{
+	memcpy(dst, (const void *)(uintptr_t)src, len);
+}
+
+static int oxrdma_set_page_cb(struct ib_mr *mr, u64 addr)
+{
+	return oxrdma_mr_set_page(mr, addr);
+}
+
+int oxrdma_sg_to_pages(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
+		       unsigned int *sg_offset)
+{
+	return ib_sg_to_pages(mr, sg, sg_nents, sg_offset, oxrdma_set_page_cb);
+}

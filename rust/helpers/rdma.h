@@ -41,6 +41,21 @@ struct workqueue_struct;
 struct workqueue_struct *oxrdma_alloc_workqueue(const char *name);
 /* vmalloc_user(): zeroed memory a process may map (a macro around vmalloc_user_noprof). */
 void *oxrdma_vmalloc_user(size_t len);
+/*
+ * The page of kernel virtual address @addr if it is in the linear map (virt_addr_valid),
+ * else NULL: how oxrdma reaches memory that kernel verbs users name by DMA address (with
+ * ib_uses_virt_dma() a DMA address is the kernel virtual address).
+ */
+struct page *oxrdma_virt_page(u64 addr);
+/* Copies @len bytes from kernel address @src (an IB_SEND_INLINE SGE of a kernel user). */
+void oxrdma_copy_kernel(void *dst, u64 src, size_t len);
+struct ib_mr;
+struct scatterlist;
+/* ib_sg_to_pages() with oxrdma's set_page callback, which calls oxrdma_mr_set_page(). */
+int oxrdma_sg_to_pages(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
+		       unsigned int *sg_offset);
+/* Implemented in Rust (rust/abstractions/rdma/kmem.rs). */
+int oxrdma_mr_set_page(struct ib_mr *mr, u64 addr);
 /* ktime_get_ns() in microseconds: the clock of the protocol state machines. */
 u64 oxrdma_now_us(void);
 

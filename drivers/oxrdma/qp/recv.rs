@@ -145,6 +145,7 @@ impl QpInner {
                                 ..Default::default()
                             },
                             false,
+                            &self.events,
                         );
                     }
                     self.events.raise(if code == NakCode::RemoteAccessError {
@@ -202,6 +203,14 @@ impl QpInner {
                 }
                 p.offset += payload.len() as u64;
                 if last {
+                    if let Some(i) = pkt.headers.ieth {
+                        // SEND with invalidate: a fast-registration MR of this PD becomes
+                        // invalid. Keys of other MRs are only reported (a process has no
+                        // invalidatable MRs yet).
+                        if let Some(mr) = self.engine.mr_slot(i.rkey).filter(|m| m.is_fast()) {
+                            mr.invalidate(self.pdn, i.rkey).map_err(|_| inval)?;
+                        }
+                    }
                     let Some(p) = st.recv.take() else {
                         return Err(inval);
                     };
@@ -221,7 +230,8 @@ impl QpInner {
                         cqe.wc_flags |= WC_FLAG_WITH_INV;
                         cqe.imm_or_inv = i.rkey;
                     }
-                    self.recv_cq.push(&cqe, pkt.headers.bth.solicited);
+                    self.recv_cq
+                        .push(&cqe, pkt.headers.bth.solicited, &self.events);
                 }
                 Ok(())
             }
@@ -282,6 +292,7 @@ impl QpInner {
                                 ..Default::default()
                             },
                             pkt.headers.bth.solicited,
+                            &self.events,
                         );
                     }
                 }

@@ -94,20 +94,32 @@ impl QpInner {
                             ..Default::default()
                         },
                         false,
+                        &self.events,
                     );
                     return Err(f);
                 }
             };
             // A fenced WQE waits until everything before it (in particular RDMA READs and
             // ATOMICs, IBA 10.8.3.3) has completed; it stays in the ring meanwhile and the
-            // completions that free the requester run the QP again.
-            let idle = st.req.as_ref().map_or(true, |r| r.is_idle());
-            if entry.wqe.flags & WQE_FLAG_FENCE != 0 && !idle {
-                break;
+            // completions that free the requester run the QP again. A local operation (REG_MR,
+            // LOCAL_INV) waits the same way: work before it may still use the MR it changes,
+            // and its completion must come after theirs.
+            let local = WrOpcode::from_u8(entry.wqe.opcode).is_some_and(|o| o.is_local());
+            let idle = |st: &QpState| st.req.as_ref().map_or(true, |r| r.is_idle());
+            if (entry.wqe.flags & WQE_FLAG_FENCE != 0 || local) && !idle(st) {
+                // Completions already acknowledged may be all that is in the way.
+                self.complete_sends(st);
+                if st.state != St::Rts || !idle(st) {
+                    break;
+                }
             }
             st.sq_view.consume();
             took = true;
-            self.post_one(st, idx, entry);
+            if local {
+                self.local_op(st, entry);
+            } else {
+                self.post_one(st, idx, entry);
+            }
             if st.state != St::Rts {
                 break;
             }
@@ -116,6 +128,144 @@ impl QpInner {
             self.sq.publish_consumer(st.sq_view.consumer());
         }
         Ok(())
+    }
+
+    /// Posts a kernel user's send WR into the SQ ring (any context: no sleeping) and kicks
+    /// the engine. Errors are immediate (`EINVAL` for a WR the QP cannot take, `ENOMEM` when
+    /// the SQ is full), like hardware's.
+    pub(crate) fn post_send(&self, wr: &SendWr<'_>) -> Result {
+        if !self.kernel {
+            return Err(EINVAL);
+        }
+        let (opcode, imm_or_inv, remote_addr, rkey, compare_add, swap) = match wr.op {
+            KOp::Send => (WrOpcode::Send, 0, 0, 0, 0, 0),
+            KOp::SendWithImm(imm) => (WrOpcode::SendWithImm, imm, 0, 0, 0, 0),
+            KOp::SendWithInv(key) => (WrOpcode::SendWithInv, key, 0, 0, 0, 0),
+            KOp::Write { remote_addr, rkey } => (WrOpcode::RdmaWrite, 0, remote_addr, rkey, 0, 0),
+            KOp::WriteWithImm {
+                remote_addr,
+                rkey,
+                imm,
+            } => (WrOpcode::RdmaWriteWithImm, imm, remote_addr, rkey, 0, 0),
+            KOp::Read { remote_addr, rkey } => (WrOpcode::RdmaRead, 0, remote_addr, rkey, 0, 0),
+            KOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => (
+                WrOpcode::AtomicCmpAndSwp,
+                0,
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            ),
+            KOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => (WrOpcode::AtomicFetchAndAdd, 0, remote_addr, rkey, add, 0),
+            KOp::LocalInv(key) => (WrOpcode::LocalInv, 0, 0, key, 0, 0),
+            KOp::RegMr {
+                key,
+                access,
+                iova,
+                length,
+            } => (WrOpcode::RegMr, access, iova, key, length, 0),
+        };
+        let mut flags = 0;
+        if wr.signaled {
+            flags |= WQE_FLAG_SIGNALED;
+        }
+        if wr.solicited {
+            flags |= WQE_FLAG_SOLICITED;
+        }
+        if wr.fence {
+            flags |= WQE_FLAG_FENCE;
+        }
+        let inline = wr.inline && opcode.may_be_inline();
+        let mut wqe = SendWqe {
+            wr_id: wr.wr_id,
+            opcode: opcode as u8,
+            flags,
+            num_sge: u8::try_from(wr.sges.len()).map_err(|_| EINVAL)?,
+            imm_or_inv,
+            remote_addr,
+            rkey,
+            compare_add,
+            swap,
+            ..Default::default()
+        };
+        let mut data = [0u8; MAX_INLINE as usize];
+        if inline {
+            let len = usize::try_from(wr.len()).map_err(|_| EINVAL)?;
+            if len > self.caps.max_inline_data as usize {
+                return Err(EINVAL);
+            }
+            wr.copy_inline(&mut data[..len])?;
+            wqe.flags |= WQE_FLAG_INLINE;
+            wqe.num_sge = 0;
+            wqe.inline_len = len as u32;
+        }
+        if !opcode.has_data() {
+            wqe.num_sge = 0;
+        }
+        wqe.validate_for(
+            self.caps.max_send_sge as u8,
+            self.caps.max_inline_data,
+            true,
+        )
+        .map_err(|_| EINVAL)?;
+        let ring = &self.sq.ring;
+        post_entry(&self.sq_post, ring, &self.sq.geo, |at| {
+            ring.write(at, &wqe.to_bytes())?;
+            if inline {
+                ring.write(at + SEND_WQE_SIZE, &data[..wqe.inline_len as usize])
+            } else {
+                write_sges(ring, at + SEND_WQE_SIZE, &wr.sges[..wqe.num_sge as usize])
+            }
+        })?;
+        self.engine.kick();
+        Ok(())
+    }
+
+    /// Executes a local operation (the requester is idle): REG_MR or LOCAL_INV.
+    fn local_op(&self, st: &mut QpState, e: SendEntry) {
+        let w = e.wqe;
+        let v = w.validate_for(
+            self.caps.max_send_sge as u8,
+            self.caps.max_inline_data,
+            self.kernel,
+        );
+        let mr = self.engine.mr_slot(w.rkey).ok_or(MrError::Key);
+        let done = match v.map(|v| v.opcode) {
+            Ok(WrOpcode::LocalInv) => mr.and_then(|m| m.invalidate(self.pdn, w.rkey)),
+            Ok(WrOpcode::RegMr) => mr.and_then(|m| {
+                m.register(self.pdn, w.rkey, w.imm_or_inv, w.remote_addr, w.compare_add)
+            }),
+            _ => Err(MrError::State),
+        };
+        let status = match done {
+            Ok(()) => wc_status::SUCCESS,
+            Err(_) => wc_status::LOC_QP_OP_ERR,
+        };
+        if status != wc_status::SUCCESS || self.sig_all || w.flags & WQE_FLAG_SIGNALED != 0 {
+            self.send_cq.push(
+                &Cqe {
+                    wr_id: w.wr_id,
+                    status,
+                    opcode: v.map_or(0, |v| wc_opcode_of(v.opcode)),
+                    qp_num: self.qpn,
+                    ..Default::default()
+                },
+                false,
+                &self.events,
+            );
+        }
+        if status != wc_status::SUCCESS {
+            self.to_error(st, None);
+        }
     }
 
     pub(super) fn post_one(&self, st: &mut QpState, idx: usize, e: SendEntry) {
@@ -128,6 +278,7 @@ impl QpInner {
                     ..Default::default()
                 },
                 false,
+                &this.events,
             );
             this.to_error(st, None);
         };
@@ -319,6 +470,7 @@ impl QpInner {
                         ..Default::default()
                     },
                     false,
+                    &self.events,
                 );
             }
         }

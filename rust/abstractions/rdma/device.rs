@@ -19,12 +19,14 @@
 
 use super::super::bindings;
 use super::super::net::{NetDevice, NetDeviceRef};
+use super::kmem::{FastRegPages, KernelMem};
+use super::kverbs::{self, RecvWr, SendWr, WcSink};
 use super::umem::UserMem;
 use super::verbs::{self, CqInit, QpAttrs, QpCaps, QpInit, SrqAttrs, SrqInit, UserCtx};
 use core::marker::PhantomData;
 use core::mem::{size_of, MaybeUninit};
 use core::ptr::{addr_of_mut, NonNull};
-use kernel::{init::PinInit, prelude::*, str::CStr, types::Opaque, ThisModule};
+use kernel::{init::PinInit, prelude::*, str::CStr, sync::Arc, types::Opaque, ThisModule};
 
 /// What kind of RDMA device this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +135,15 @@ pub mod core_cap {
     pub const IW_CM: u32 = bindings::RDMA_CORE_CAP_IW_CM;
 }
 
+/// `IB_DEVICE_*` bits for [`DeviceAttrs::device_cap_flags`].
+pub mod device_cap {
+    use super::bindings;
+
+    /// Fast registration (`IB_WR_REG_MR`) and local invalidate: kernel ULPs check this.
+    pub const MEM_MGT_EXTENSIONS: u64 =
+        bindings::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS as u64;
+}
+
 /// Immutable port properties (`struct ib_port_immutable`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PortImmutable {
@@ -217,22 +228,24 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// data is dropped.
     fn unregistered(_dev: &Device<Self>) {}
 
-    /// A new user CQ; returns its data and the number of entries it holds.
+    /// A new CQ (`ctx` for a process, `None` for a kernel user); returns its data and the
+    /// number of entries it holds.
     fn create_cq(
         dev: &Device<Self>,
         init: CqInit,
-        ctx: &mut UserCtx<'_>,
+        ctx: Option<&mut UserCtx<'_>>,
     ) -> Result<(Self::Cq, u32)>;
     /// The CQ is being destroyed (no QP uses it); its data is dropped next.
     fn destroy_cq(_cq: &Self::Cq) {}
     /// Arms the CQ's completion event for the next (or next solicited) completion. Returns
     /// whether completions are already waiting.
     fn req_notify_cq(cq: &Self::Cq, solicited_only: bool) -> Result<bool>;
-    /// A new user QP; returns its data, its number and the capacities granted.
+    /// A new QP (`ctx` for a process, `None` for a kernel user); returns its data, its
+    /// number and the capacities granted.
     fn create_qp(
         dev: &Device<Self>,
         init: QpInit<'_, Self>,
-        ctx: &mut UserCtx<'_>,
+        ctx: Option<&mut UserCtx<'_>>,
     ) -> Result<(Self::Qp, u32, QpCaps)>;
     /// `modify_qp`.
     fn modify_qp(qp: &Self::Qp, attrs: &QpAttrs) -> Result;
@@ -242,11 +255,12 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn destroy_qp(_qp: &Self::Qp) {}
     /// The process published send WQEs in the QP's ring.
     fn doorbell(qp: &Self::Qp) -> Result;
-    /// A new user SRQ; returns its data and the attributes granted.
+    /// A new SRQ (`ctx` for a process, `None` for a kernel user); returns its data and the
+    /// attributes granted.
     fn create_srq(
         dev: &Device<Self>,
         init: SrqInit<'_, Self>,
-        ctx: &mut UserCtx<'_>,
+        ctx: Option<&mut UserCtx<'_>>,
     ) -> Result<(Self::Srq, SrqAttrs)>;
     /// `modify_srq` with the `IB_SRQ_*` bits of `mask`.
     fn modify_srq(srq: &Self::Srq, attrs: &SrqAttrs, mask: u32) -> Result;
@@ -265,6 +279,45 @@ pub trait Driver: Send + Sync + Sized + 'static {
     ) -> Result<(Self::Mr, u32, u32)>;
     /// The MR is being deregistered; its data is dropped next.
     fn dereg_mr(_mr: &Self::Mr) {}
+
+    // Kernel users. These may be called in any context (also softirq and hard interrupt),
+    // concurrently: they must not sleep.
+
+    /// Posts a kernel user's send WR.
+    fn post_send(_qp: &Self::Qp, _wr: &SendWr<'_>) -> Result {
+        Err(EINVAL)
+    }
+    /// Posts a kernel user's receive WR to a QP's receive queue.
+    fn post_recv(_qp: &Self::Qp, _wr: &RecvWr<'_>) -> Result {
+        Err(EINVAL)
+    }
+    /// Posts a kernel user's receive WR to an SRQ.
+    fn post_srq_recv(_srq: &Self::Srq, _wr: &RecvWr<'_>) -> Result {
+        Err(EINVAL)
+    }
+    /// Moves completions of a kernel CQ into `out` while it has room.
+    fn poll_cq(_cq: &Self::Cq, _out: &mut WcSink<'_>) {}
+    /// A DMA MR of a kernel user with `IB_ACCESS_*` rights `access` over all of `mem`. Returns
+    /// the MR's data, L_Key and R_Key. (Process context.)
+    fn get_dma_mr(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _access: u32,
+        _mem: KernelMem,
+    ) -> Result<(Self::Mr, u32, u32)> {
+        Err(EINVAL)
+    }
+    /// A fast-registration MR of a kernel user for up to `max_pages` pages, which
+    /// `ib_map_mr_sg` writes into `pages`. Returns the MR's data, L_Key and R_Key (the MR is
+    /// invalid until an `IB_WR_REG_MR`). (Process context.)
+    fn alloc_mr(
+        _dev: &Device<Self>,
+        _pd: &Self::Pd,
+        _max_pages: u32,
+        _pages: Arc<FastRegPages>,
+    ) -> Result<(Self::Mr, u32, u32)> {
+        Err(EINVAL)
+    }
 }
 
 /// An RDMA device: `struct ib_device` followed by the driver's data.
@@ -559,17 +612,19 @@ fn ops_table<T: Driver>(module: &'static ThisModule, abi: u32) -> bindings::ib_d
         query_qp: Some(verbs::query_qp::<T>),
         destroy_qp: Some(verbs::destroy_qp::<T>),
         post_send: Some(verbs::post_send::<T>),
-        post_recv: Some(verbs::post_recv),
+        post_recv: Some(kverbs::post_recv::<T>),
         create_cq: Some(verbs::create_cq::<T>),
         destroy_cq: Some(verbs::destroy_cq::<T>),
-        poll_cq: Some(verbs::poll_cq),
+        poll_cq: Some(kverbs::poll_cq::<T>),
         req_notify_cq: Some(verbs::req_notify_cq::<T>),
         create_srq: Some(verbs::create_srq::<T>),
         modify_srq: Some(verbs::modify_srq::<T>),
         query_srq: Some(verbs::query_srq::<T>),
         destroy_srq: Some(verbs::destroy_srq::<T>),
-        post_srq_recv: Some(verbs::post_srq_recv),
-        get_dma_mr: Some(verbs::get_dma_mr),
+        post_srq_recv: Some(kverbs::post_srq_recv::<T>),
+        get_dma_mr: Some(verbs::get_dma_mr::<T>),
+        alloc_mr: Some(verbs::alloc_mr::<T>),
+        map_mr_sg: Some(verbs::map_mr_sg),
         reg_user_mr: Some(verbs::reg_user_mr::<T>),
         dereg_mr: Some(verbs::dereg_mr::<T>),
         mmap: Some(super::mmap::mmap),

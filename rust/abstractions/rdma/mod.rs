@@ -2,6 +2,8 @@
 //! Safe wrappers over ib_core.
 
 pub mod device;
+pub mod kmem;
+pub mod kverbs;
 pub mod link;
 pub mod mmap;
 pub mod umem;

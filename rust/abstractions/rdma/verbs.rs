@@ -17,7 +17,9 @@
 //! `&T::Cq` stays valid for the QP's life.
 
 use super::super::bindings;
+use super::super::sync::SpinLockIrq;
 use super::device::{Device, Driver, Udata};
+use super::kmem::{FastRegPages, KernelMem};
 use super::mmap::{MmapReg, RingBuf};
 use super::umem::UserMem;
 use core::ffi::c_void;
@@ -26,9 +28,8 @@ use core::ptr::NonNull;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KBox},
     ffi::c_int,
-    new_spinlock,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::Arc,
 };
 
 // ---- values ----------------------------------------------------------------------------------
@@ -309,6 +310,24 @@ impl<'a> UserCtx<'a> {
         })
     }
 
+    /// # Safety
+    ///
+    /// `udata` is `None` (a kernel caller) or the driver udata of a user verbs call, valid
+    /// for `'a`.
+    unsafe fn for_call(udata: Option<NonNull<bindings::ib_udata>>) -> Result<Option<Self>> {
+        match udata {
+            // SAFETY: function contract.
+            Some(u) => Ok(Some(unsafe { Self::new(u)? })),
+            None => Ok(None),
+        }
+    }
+
+    /// The mmap registrations made during the call (none for a kernel caller).
+    fn take_maps(ctx: &mut Option<Self>) -> [Option<MmapReg>; 2] {
+        ctx.as_mut()
+            .map_or([None, None], |c| core::mem::take(&mut c.maps))
+    }
+
     /// Copies the driver's response to the process (see [`Udata::respond`]).
     pub fn respond(&mut self, resp: &[u8]) -> Result {
         self.udata.respond(resp)
@@ -336,16 +355,27 @@ struct Target(*mut c_void);
 unsafe impl Send for Target {}
 
 /// A revocable reference to an ib_core object for raising its events.
+///
+/// The lock disables interrupts: kernel verbs users poll CQs (which reads a QP's pointer
+/// through this) from softirq context.
 #[derive(Clone)]
 struct Revocable {
-    t: Arc<SpinLock<Target>>,
+    t: Arc<SpinLockIrq<Target>>,
 }
 
 impl Revocable {
     fn new(p: *mut c_void) -> Result<Self> {
         Ok(Self {
-            t: Arc::pin_init(new_spinlock!(Target(p), "oxrdma_event_target"), GFP_KERNEL)?,
+            t: Arc::pin_init(
+                crate::new_spinlock_irq!(Target(p), "oxrdma_event_target"),
+                GFP_KERNEL,
+            )?,
         })
+    }
+
+    /// The object's pointer, NULL once revoked.
+    fn ptr(&self) -> *mut c_void {
+        self.t.lock().0
     }
 
     fn revoke(&self) {
@@ -421,6 +451,11 @@ pub enum QpEvent {
 pub struct QpEvents(Revocable);
 
 impl QpEvents {
+    /// The `ib_qp`, NULL once destroyed (for a work completion: `ib_wc.qp`).
+    pub(super) fn raw_qp(&self) -> *mut bindings::ib_qp {
+        self.0.ptr().cast()
+    }
+
     /// Raises `ev`.
     pub fn raise(&self, ev: QpEvent) {
         let kind = match ev {
@@ -555,13 +590,6 @@ pub(crate) struct SrqObj<T: Driver> {
     tail: MaybeUninit<Tail<T::Srq>>,
 }
 
-/// An MR: allocated by the driver (ib_core does not for MRs in 6.12).
-#[repr(C)]
-struct MrObj<T: Driver> {
-    ib: bindings::ib_mr,
-    data: T::Mr,
-}
-
 pub(crate) const fn object_sizes<T: Driver>() -> (usize, usize, usize) {
     assert!(core::mem::align_of::<CqObj<T>>() <= 8);
     assert!(core::mem::align_of::<QpObj<T>>() <= 8);
@@ -576,7 +604,7 @@ pub(crate) const fn object_sizes<T: Driver>() -> (usize, usize, usize) {
 /// # Safety
 ///
 /// `cq` is a live `CqObj<T>` whose create succeeded.
-unsafe fn cq_data<'a, T: Driver>(cq: *mut bindings::ib_cq) -> &'a T::Cq {
+pub(super) unsafe fn cq_data<'a, T: Driver>(cq: *mut bindings::ib_cq) -> &'a T::Cq {
     // SAFETY: function contract: the tail is initialised until destroy.
     unsafe { &(*cq.cast::<CqObj<T>>()).tail.assume_init_ref().data }
 }
@@ -584,7 +612,7 @@ unsafe fn cq_data<'a, T: Driver>(cq: *mut bindings::ib_cq) -> &'a T::Cq {
 /// # Safety
 ///
 /// `qp` is a live `QpObj<T>` whose create succeeded.
-unsafe fn qp_data<'a, T: Driver>(qp: *mut bindings::ib_qp) -> &'a T::Qp {
+pub(super) unsafe fn qp_data<'a, T: Driver>(qp: *mut bindings::ib_qp) -> &'a T::Qp {
     // SAFETY: function contract.
     unsafe { &(*qp.cast::<QpObj<T>>()).tail.assume_init_ref().data }
 }
@@ -592,7 +620,7 @@ unsafe fn qp_data<'a, T: Driver>(qp: *mut bindings::ib_qp) -> &'a T::Qp {
 /// # Safety
 ///
 /// `srq` is a live `SrqObj<T>` whose create succeeded.
-unsafe fn srq_data<'a, T: Driver>(srq: *mut bindings::ib_srq) -> &'a T::Srq {
+pub(super) unsafe fn srq_data<'a, T: Driver>(srq: *mut bindings::ib_srq) -> &'a T::Srq {
     // SAFETY: function contract.
     unsafe { &(*srq.cast::<SrqObj<T>>()).tail.assume_init_ref().data }
 }
@@ -620,13 +648,10 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
 ) -> c_int {
     // SAFETY: `ibcq` is valid and its `device` is our registered device.
     let dev = unsafe { Device::<T>::from_ib((*ibcq).device) };
-    // SAFETY: `attrs` is NULL or a valid bundle.
-    let Some(udata) = NonNull::new(unsafe { bindings::oxrdma_attrs_udata(attrs) }) else {
-        // Kernel CQs (polled with ib_poll_cq) are not supported yet.
-        return eopnotsupp();
-    };
-    // SAFETY: the driver udata of this user call.
-    let mut ctx = match unsafe { UserCtx::new(udata) } {
+    // SAFETY: `attrs` is NULL (a kernel caller) or a valid bundle.
+    let udata = NonNull::new(unsafe { bindings::oxrdma_attrs_udata(attrs) });
+    // SAFETY: the driver udata of this user call, if it is one.
+    let mut ctx = match unsafe { UserCtx::for_call(udata) } {
         Ok(c) => c,
         Err(e) => return e.to_errno(),
     };
@@ -642,11 +667,11 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
         flags: a.flags,
         events: CqEvents(events.clone()),
     };
-    match T::create_cq(dev, init, &mut ctx) {
+    match T::create_cq(dev, init, ctx.as_mut()) {
         Ok((data, cqe)) => {
             let tail = Tail {
                 data,
-                maps: core::mem::take(&mut ctx.maps),
+                maps: UserCtx::take_maps(&mut ctx),
                 events,
             };
             // SAFETY: `ibcq` is the start of a `CqObj<T>` (size from the ops table); the
@@ -701,15 +726,6 @@ pub(crate) unsafe extern "C" fn req_notify_cq<T: Driver>(
     }
 }
 
-/// Kernel-mode polling; user CQs are polled from the mmapped ring by the provider.
-pub(crate) extern "C" fn poll_cq(
-    _: *mut bindings::ib_cq,
-    _: c_int,
-    _: *mut bindings::ib_wc,
-) -> c_int {
-    eopnotsupp()
-}
-
 // ---- QP -------------------------------------------------------------------------------------
 
 fn caps_from(c: &bindings::ib_qp_cap) -> QpCaps {
@@ -741,12 +757,8 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
 ) -> c_int {
     // SAFETY: `ibqp` is valid and its `device` is our registered device.
     let dev = unsafe { Device::<T>::from_ib((*ibqp).device) };
-    let Some(udata) = NonNull::new(udata) else {
-        // Kernel QPs are not supported yet.
-        return eopnotsupp();
-    };
-    // SAFETY: the driver udata of this user call.
-    let mut ctx = match unsafe { UserCtx::new(udata) } {
+    // SAFETY: `udata` is NULL (a kernel caller) or the driver udata of this user call.
+    let mut ctx = match unsafe { UserCtx::for_call(NonNull::new(udata)) } {
         Ok(c) => c,
         Err(e) => return e.to_errno(),
     };
@@ -774,12 +786,12 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         create_flags: ia.create_flags,
         events: QpEvents(events.clone()),
     };
-    match T::create_qp(dev, qi, &mut ctx) {
+    match T::create_qp(dev, qi, ctx.as_mut()) {
         Ok((data, qpn, caps)) => {
             caps_to(&caps, &mut ia.cap);
             let tail = Tail {
                 data,
-                maps: core::mem::take(&mut ctx.maps),
+                maps: UserCtx::take_maps(&mut ctx),
                 events,
             };
             // SAFETY: `ibqp` is the start of a `QpObj<T>`; the tail was uninitialised.
@@ -988,9 +1000,12 @@ pub(crate) unsafe extern "C" fn post_send<T: Driver>(
 ) -> c_int {
     // SAFETY: live QP.
     let user = unsafe { !(*ibqp).uobject.is_null() };
-    if !user || !wr.is_null() {
-        // Kernel QPs are not supported yet, and user QPs post through their ring: a WR list
-        // here is a provider bug.
+    if !user {
+        // SAFETY: a kernel QP (function contract), `wr` and `bad` as ib_core passes them.
+        return unsafe { super::kverbs::post_send::<T>(ibqp, wr, bad) };
+    }
+    if !wr.is_null() {
+        // User QPs post through their ring: a WR list here is a provider bug.
         if !bad.is_null() {
             // SAFETY: `bad` is valid for writes when non-NULL.
             unsafe { *bad = wr };
@@ -999,15 +1014,6 @@ pub(crate) unsafe extern "C" fn post_send<T: Driver>(
     }
     // SAFETY: live QP (function contract).
     errno(T::doorbell(unsafe { qp_data::<T>(ibqp) }))
-}
-
-/// Receives are posted through the rings (user QPs) only.
-pub(crate) extern "C" fn post_recv(
-    _: *mut bindings::ib_qp,
-    _: *const bindings::ib_recv_wr,
-    _: *mut *const bindings::ib_recv_wr,
-) -> c_int {
-    eopnotsupp()
 }
 
 // ---- SRQ ------------------------------------------------------------------------------------
@@ -1022,16 +1028,13 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
 ) -> c_int {
     // SAFETY: `ibsrq` is valid and its `device` is our registered device.
     let dev = unsafe { Device::<T>::from_ib((*ibsrq).device) };
-    let Some(udata) = NonNull::new(udata) else {
-        return eopnotsupp();
-    };
     // SAFETY: valid for the call.
     let ia = unsafe { &mut *init };
     if ia.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
         return eopnotsupp();
     }
-    // SAFETY: the driver udata of this user call.
-    let mut ctx = match unsafe { UserCtx::new(udata) } {
+    // SAFETY: `udata` is NULL (a kernel caller) or the driver udata of this user call.
+    let mut ctx = match unsafe { UserCtx::for_call(NonNull::new(udata)) } {
         Ok(c) => c,
         Err(e) => return e.to_errno(),
     };
@@ -1049,13 +1052,13 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
         },
         events: SrqEvents(events.clone()),
     };
-    match T::create_srq(dev, si, &mut ctx) {
+    match T::create_srq(dev, si, ctx.as_mut()) {
         Ok((data, granted)) => {
             ia.attr.max_wr = granted.max_wr;
             ia.attr.max_sge = granted.max_sge;
             let tail = Tail {
                 data,
-                maps: core::mem::take(&mut ctx.maps),
+                maps: UserCtx::take_maps(&mut ctx),
                 events,
             };
             // SAFETY: `ibsrq` is the start of an `SrqObj<T>`; the tail was uninitialised.
@@ -1118,20 +1121,56 @@ pub(crate) unsafe extern "C" fn destroy_srq<T: Driver>(
     0
 }
 
-/// Receives are posted through the SRQ ring.
-pub(crate) extern "C" fn post_srq_recv(
-    _: *mut bindings::ib_srq,
-    _: *const bindings::ib_recv_wr,
-    _: *mut *const bindings::ib_recv_wr,
-) -> c_int {
-    eopnotsupp()
-}
-
 // ---- MR -------------------------------------------------------------------------------------
 
 fn err_mr(e: Error) -> *mut bindings::ib_mr {
     // SAFETY: builds an error pointer; no memory is accessed.
     unsafe { bindings::oxrdma_err_ptr(e.to_errno() as kernel::ffi::c_long) }.cast()
+}
+
+/// The part of an MR that does not depend on the driver: `ib_mr`, then the page list of a
+/// fast-registration MR (so `ib_sg_to_pages`' callback, which has only the `ib_mr`, finds it).
+#[repr(C)]
+struct MrHead {
+    ib: bindings::ib_mr,
+    fast: Option<Arc<FastRegPages>>,
+}
+
+/// An MR: allocated by the driver (ib_core does not for MRs in 6.12).
+#[repr(C)]
+struct MrObj<T: Driver> {
+    head: MrHead,
+    data: T::Mr,
+}
+
+/// Boxes a new MR for ib_core, which fills in the rest (device, pd, uobject, type).
+fn new_mr<T: Driver>(
+    data: T::Mr,
+    lkey: u32,
+    rkey: u32,
+    iova: u64,
+    length: u64,
+    fast: Option<Arc<FastRegPages>>,
+) -> *mut bindings::ib_mr {
+    let obj = KBox::new(
+        MrObj::<T> {
+            head: MrHead {
+                ib: Default::default(),
+                fast,
+            },
+            data,
+        },
+        GFP_KERNEL,
+    );
+    let mut obj = match obj {
+        Ok(o) => o,
+        Err(_) => return err_mr(ENOMEM),
+    };
+    obj.head.ib.lkey = lkey;
+    obj.head.ib.rkey = rkey;
+    obj.head.ib.iova = iova;
+    obj.head.ib.length = length;
+    KBox::into_raw(obj).cast()
 }
 
 /// # Safety
@@ -1154,44 +1193,110 @@ pub(crate) unsafe extern "C" fn reg_user_mr<T: Driver>(
         Ok(m) => m,
         Err(e) => return err_mr(e),
     };
-    let (data, lkey, rkey) = match T::reg_user_mr(dev, pd, mem, iova, access_flags as u32) {
-        Ok(r) => r,
+    match T::reg_user_mr(dev, pd, mem, iova, access_flags as u32) {
+        Ok((data, lkey, rkey)) => new_mr::<T>(data, lkey, rkey, iova, length, None),
+        Err(e) => err_mr(e),
+    }
+}
+
+/// A DMA MR for a kernel user: all of memory by DMA address (`ib_get_dma_mr`; ib_alloc_pd
+/// makes one for the PD's `local_dma_lkey`).
+///
+/// # Safety
+///
+/// Called by ib_core on a live `PdObj<T>` of a registered `Device<T>`.
+pub(crate) unsafe extern "C" fn get_dma_mr<T: Driver>(
+    ibpd: *mut bindings::ib_pd,
+    access_flags: c_int,
+) -> *mut bindings::ib_mr {
+    // SAFETY: live PD of our device.
+    let (ib, pd) = unsafe { ((*ibpd).device, super::device::pd_data::<T>(ibpd)) };
+    // SAFETY: registered device.
+    let dev = unsafe { Device::<T>::from_ib(ib) };
+    // INVARIANT: a DMA MR of a kernel user.
+    match T::get_dma_mr(dev, pd, access_flags as u32, KernelMem::new()) {
+        Ok((data, lkey, rkey)) => new_mr::<T>(data, lkey, rkey, 0, u64::MAX, None),
+        Err(e) => err_mr(e),
+    }
+}
+
+/// A fast-registration MR for a kernel user (`ib_alloc_mr`), invalid until an
+/// `IB_WR_REG_MR`.
+///
+/// # Safety
+///
+/// Called by ib_core on a live `PdObj<T>` of a registered `Device<T>`.
+pub(crate) unsafe extern "C" fn alloc_mr<T: Driver>(
+    ibpd: *mut bindings::ib_pd,
+    mr_type: bindings::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut bindings::ib_mr {
+    if mr_type != bindings::ib_mr_type_IB_MR_TYPE_MEM_REG {
+        return err_mr(EINVAL);
+    }
+    // SAFETY: live PD of our device.
+    let (ib, pd) = unsafe { ((*ibpd).device, super::device::pd_data::<T>(ibpd)) };
+    // SAFETY: registered device.
+    let dev = unsafe { Device::<T>::from_ib(ib) };
+    let pages = match FastRegPages::new(max_num_sg as usize) {
+        Ok(p) => p,
         Err(e) => return err_mr(e),
     };
-    let obj = KBox::new(
-        MrObj::<T> {
-            ib: Default::default(),
-            data,
-        },
-        GFP_KERNEL,
-    );
-    let mut obj = match obj {
-        Ok(o) => o,
-        Err(_) => return err_mr(ENOMEM),
+    match T::alloc_mr(dev, pd, max_num_sg, pages.clone()) {
+        Ok((data, lkey, rkey)) => new_mr::<T>(data, lkey, rkey, 0, 0, Some(pages)),
+        Err(e) => err_mr(e),
+    }
+}
+
+/// The `set_page` callback of `ib_sg_to_pages` (called from `oxrdma_sg_to_pages`).
+///
+/// # Safety
+///
+/// `ibmr` is a live MR of this driver (an `MrHead` at offset 0).
+#[no_mangle]
+pub unsafe extern "C" fn oxrdma_mr_set_page(ibmr: *mut bindings::ib_mr, addr: u64) -> c_int {
+    // SAFETY: function contract; the head's layout does not depend on the driver type.
+    match unsafe { &(*ibmr.cast::<MrHead>()).fast } {
+        Some(p) => errno(p.push(addr)),
+        None => EINVAL.to_errno(),
+    }
+}
+
+/// Maps a kernel user's DMA-mapped scatterlist into a fast-registration MR's page list.
+///
+/// # Safety
+///
+/// Called by ib_core (`ib_map_mr_sg`) on a live MR of this driver with a DMA-mapped
+/// scatterlist of `sg_nents` entries and `page_size` set.
+pub(crate) unsafe extern "C" fn map_mr_sg(
+    ibmr: *mut bindings::ib_mr,
+    sg: *mut bindings::scatterlist,
+    sg_nents: c_int,
+    sg_offset: *mut kernel::ffi::c_uint,
+) -> c_int {
+    // SAFETY: a live MR of this driver (function contract).
+    let (fast, page_size) = unsafe { (&(*ibmr.cast::<MrHead>()).fast, (*ibmr).page_size) };
+    let Some(pages) = fast else {
+        return EINVAL.to_errno();
     };
-    obj.ib.lkey = lkey;
-    obj.ib.rkey = rkey;
-    obj.ib.iova = iova;
-    obj.ib.length = length;
-    // ib_core fills the rest (device, pd, uobject, type).
-    KBox::into_raw(obj).cast()
+    pages.begin(u64::from(page_size));
+    // SAFETY: function contract; the callback finds the page list through `ibmr`.
+    let n = unsafe { bindings::oxrdma_sg_to_pages(ibmr, sg, sg_nents, sg_offset) };
+    // SAFETY: `ib_sg_to_pages` set the MR's iova.
+    pages.finish(unsafe { (*ibmr).iova });
+    n
 }
 
 /// # Safety
 ///
-/// Called by ib_core once per MR returned by `reg_user_mr`.
+/// Called by ib_core once per MR this driver returned.
 pub(crate) unsafe extern "C" fn dereg_mr<T: Driver>(
     ibmr: *mut bindings::ib_mr,
     _udata: *mut bindings::ib_udata,
 ) -> c_int {
-    // SAFETY: made by `KBox::into_raw` in `reg_user_mr` (`ib` at offset 0), freed only here.
+    // SAFETY: made by `KBox::into_raw` in `new_mr` (`ib` at offset 0), freed only here.
     let obj = unsafe { KBox::from_raw(ibmr.cast::<MrObj<T>>()) };
     T::dereg_mr(&obj.data);
     drop(obj);
     0
-}
-
-/// A kernel DMA MR: not supported yet.
-pub(crate) extern "C" fn get_dma_mr(_: *mut bindings::ib_pd, _: c_int) -> *mut bindings::ib_mr {
-    err_mr(super::super::error::code::eopnotsupp())
 }

@@ -103,6 +103,10 @@ pub enum WrOpcode {
     LocalInv = 7,
     /// SEND with invalidate.
     SendWithInv = 9,
+    /// Fast registration (`IB_WR_REG_MR`): kernel users only, never accepted from a process's
+    /// ring. `rkey` is the new key, `imm_or_inv` the access rights, `remote_addr` the iova,
+    /// `compare_add` the length.
+    RegMr = 0x20,
 }
 
 impl WrOpcode {
@@ -118,13 +122,36 @@ impl WrOpcode {
             6 => Self::AtomicFetchAndAdd,
             7 => Self::LocalInv,
             9 => Self::SendWithInv,
+            0x20 => Self::RegMr,
             _ => return None,
         })
     }
 
     /// Whether the opcode moves data described by SGEs or inline bytes.
     pub const fn has_data(self) -> bool {
-        !matches!(self, Self::LocalInv)
+        !matches!(self, Self::LocalInv | Self::RegMr)
+    }
+
+    /// Whether the opcode acts on the local device only (no packet): LOCAL_INV, REG_MR.
+    pub const fn is_local(self) -> bool {
+        matches!(self, Self::LocalInv | Self::RegMr)
+    }
+
+    /// Whether the opcode may carry its data inline (sends and writes).
+    pub const fn may_be_inline(self) -> bool {
+        matches!(
+            self,
+            Self::Send
+                | Self::SendWithImm
+                | Self::SendWithInv
+                | Self::RdmaWrite
+                | Self::RdmaWriteWithImm
+        )
+    }
+
+    /// Whether only kernel users may post the opcode.
+    pub const fn is_kernel_only(self) -> bool {
+        matches!(self, Self::RegMr)
     }
 
     /// Whether the opcode addresses remote memory (`remote_addr`, `rkey`).
@@ -259,9 +286,23 @@ impl SendWqe {
     }
 
     /// Checks every field against the queue's limits. The SGEs themselves (lkeys, bounds) are
-    /// checked against the MRs when the data moves.
+    /// checked against the MRs when the data moves. Kernel-only opcodes are refused.
     pub fn validate(&self, max_sge: u8, max_inline: u32) -> Result<ValidSendWqe, WqeError> {
+        self.validate_for(max_sge, max_inline, false)
+    }
+
+    /// [`SendWqe::validate`], accepting kernel-only opcodes if `kernel` (a kernel user's
+    /// queue, which no process can write).
+    pub fn validate_for(
+        &self,
+        max_sge: u8,
+        max_inline: u32,
+        kernel: bool,
+    ) -> Result<ValidSendWqe, WqeError> {
         let opcode = WrOpcode::from_u8(self.opcode).ok_or(WqeError::Opcode)?;
+        if opcode.is_kernel_only() && !kernel {
+            return Err(WqeError::Opcode);
+        }
         if self.flags & !WQE_FLAGS_ALL != 0 {
             return Err(WqeError::Flags);
         }
@@ -269,14 +310,7 @@ impl SendWqe {
             return Err(WqeError::Reserved);
         }
         if self.flags & WQE_FLAG_INLINE != 0 {
-            if !matches!(
-                opcode,
-                WrOpcode::Send
-                    | WrOpcode::SendWithImm
-                    | WrOpcode::SendWithInv
-                    | WrOpcode::RdmaWrite
-                    | WrOpcode::RdmaWriteWithImm
-            ) {
+            if !opcode.may_be_inline() {
                 return Err(WqeError::InlineNotAllowed);
             }
             if self.inline_len > max_inline {
@@ -343,6 +377,8 @@ pub mod wc_opcode {
     pub const FETCH_ADD: u8 = 4;
     /// Local invalidate completed.
     pub const LOCAL_INV: u8 = 6;
+    /// Fast registration (kernel users' CQs only: `IB_WC_REG_MR`, not in the uverbs ABI).
+    pub const REG_MR: u8 = 10;
     /// A receive completed.
     pub const RECV: u8 = 1 << 7;
     /// A receive consumed by RDMA WRITE with immediate.
@@ -581,6 +617,28 @@ mod tests {
             }),
             Err(WqeError::TooManySge)
         );
+    }
+
+    #[test]
+    fn reg_mr_is_for_kernel_queues_only() {
+        let w = SendWqe {
+            opcode: WrOpcode::RegMr as u8,
+            rkey: 0x1234_5601,
+            imm_or_inv: 7,
+            remote_addr: 0x1000,
+            compare_add: 8192,
+            ..Default::default()
+        };
+        assert_eq!(w.validate(2, 0), Err(WqeError::Opcode));
+        assert_eq!(w.validate_for(2, 0, false), Err(WqeError::Opcode));
+        let v = w.validate_for(2, 0, true).unwrap();
+        assert_eq!(v.opcode, WrOpcode::RegMr);
+        assert!(v.opcode.is_local() && !v.opcode.has_data());
+        assert!(WrOpcode::LocalInv.is_local() && !WrOpcode::LocalInv.is_kernel_only());
+        // No data with a local operation.
+        let mut d = w;
+        d.num_sge = 1;
+        assert_eq!(d.validate_for(2, 0, true), Err(WqeError::TooManySge));
     }
 
     #[test]

@@ -1,0 +1,497 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Kernel verbs users (ULPs such as NVMe-oF, iSER, NFS/RDMA): their work requests and work
+//! completions as safe Rust values, and the `post_send` / `post_recv` / `post_srq_recv` /
+//! `poll_cq` glue for kernel objects.
+//!
+//! User objects do not come here: a process posts and polls on the mmapped rings, and its
+//! `post_send` is only the doorbell (see `verbs.rs`).
+//!
+//! Kernel users may post and poll from any context (process, softirq, hard interrupt) and
+//! concurrently: the driver's hooks must not sleep.
+//!
+//! C: `include/rdma/ib_verbs.h` (`struct ib_send_wr` and its containers `ib_rdma_wr`,
+//! `ib_atomic_wr`, `ib_reg_wr`; `struct ib_recv_wr`, `struct ib_wc`).
+
+use super::super::bindings;
+use super::device::Driver;
+use super::verbs::{cq_data, qp_data, srq_data, QpEvents};
+use core::marker::PhantomData;
+use core::mem::size_of;
+use kernel::{ffi::c_int, prelude::*};
+
+/// A scatter/gather element of a kernel work request: a DMA address (a kernel virtual
+/// address for oxrdma, see [`super::kmem`]), a length and the L_Key of the MR it is in.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// DMA address.
+    pub addr: u64,
+    /// Bytes.
+    pub length: u32,
+    /// L_Key.
+    pub lkey: u32,
+}
+
+const _: () = {
+    assert!(size_of::<Sge>() == size_of::<bindings::ib_sge>());
+    assert!(core::mem::offset_of!(Sge, length) == core::mem::offset_of!(bindings::ib_sge, length));
+    assert!(core::mem::offset_of!(Sge, lkey) == core::mem::offset_of!(bindings::ib_sge, lkey));
+};
+
+/// What a send work request asks for, with its operation's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND.
+    Send,
+    /// SEND with immediate data (as the user gave it, big-endian on the wire).
+    SendWithImm(u32),
+    /// SEND that invalidates the given R_Key at the receiver.
+    SendWithInv(u32),
+    /// RDMA WRITE.
+    Write {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// RDMA WRITE with immediate data.
+    WriteWithImm {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Immediate data.
+        imm: u32,
+    },
+    /// RDMA READ.
+    Read {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// 8-byte compare and swap.
+    CompareSwap {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Compare value.
+        compare: u64,
+        /// Swap value.
+        swap: u64,
+    },
+    /// 8-byte fetch and add.
+    FetchAdd {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Addend.
+        add: u64,
+    },
+    /// Invalidate a fast-registration MR's key.
+    LocalInv(u32),
+    /// Make a fast-registration MR valid over the pages `ib_map_mr_sg` gave it.
+    RegMr {
+        /// The new L_Key and R_Key (the MR's index bits with the user's low byte).
+        key: u32,
+        /// `IB_ACCESS_*` rights.
+        access: u32,
+        /// Address of the MR's first byte.
+        iova: u64,
+        /// Bytes.
+        length: u64,
+    },
+}
+
+/// A send work request of a kernel user.
+pub struct SendWr<'a> {
+    /// Returned in the completion (for `wr_cqe` users, the pointer's value).
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SendOp,
+    /// A completion is wanted (`IB_SEND_SIGNALED`).
+    pub signaled: bool,
+    /// Solicited event at the receiver.
+    pub solicited: bool,
+    /// Wait for earlier RDMA READs and atomics first.
+    pub fence: bool,
+    /// The SGEs point at the data itself (kernel addresses), to be copied at post time.
+    pub inline: bool,
+    /// The data.
+    pub sges: &'a [Sge],
+}
+
+impl SendWr<'_> {
+    /// Bytes the SGEs describe.
+    pub fn len(&self) -> u64 {
+        self.sges.iter().map(|s| u64::from(s.length)).sum()
+    }
+
+    /// Whether the SGEs describe no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies the bytes of an inline WR's SGEs, one after the other, to the start of `dst`
+    /// (which must hold [`SendWr::len`] bytes).
+    pub fn copy_inline(&self, dst: &mut [u8]) -> Result {
+        if !self.inline || self.len() > dst.len() as u64 {
+            return Err(EINVAL);
+        }
+        let mut at = 0;
+        for s in self.sges {
+            let n = s.length as usize;
+            // SAFETY: for `IB_SEND_INLINE` the verbs contract makes each SGE a kernel address
+            // readable for `length` bytes during the post call, which this is; `dst` has room
+            // (checked above).
+            unsafe { bindings::oxrdma_copy_kernel(dst[at..].as_mut_ptr().cast(), s.addr, n) };
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+/// A receive work request of a kernel user.
+pub struct RecvWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where received data goes.
+    pub sges: &'a [Sge],
+}
+
+/// The operation a work completion reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WcOpcode {
+    /// SEND (any kind).
+    Send,
+    /// RDMA WRITE (with or without immediate).
+    RdmaWrite,
+    /// RDMA READ.
+    RdmaRead,
+    /// Compare and swap.
+    CompSwap,
+    /// Fetch and add.
+    FetchAdd,
+    /// Local invalidate.
+    LocalInv,
+    /// Fast registration.
+    RegMr,
+    /// A receive.
+    Recv,
+    /// A receive consumed by an RDMA WRITE with immediate.
+    RecvRdmaWithImm,
+}
+
+impl WcOpcode {
+    fn to_raw(self) -> bindings::ib_wc_opcode {
+        match self {
+            Self::Send => bindings::ib_wc_opcode_IB_WC_SEND,
+            Self::RdmaWrite => bindings::ib_wc_opcode_IB_WC_RDMA_WRITE,
+            Self::RdmaRead => bindings::ib_wc_opcode_IB_WC_RDMA_READ,
+            Self::CompSwap => bindings::ib_wc_opcode_IB_WC_COMP_SWAP,
+            Self::FetchAdd => bindings::ib_wc_opcode_IB_WC_FETCH_ADD,
+            Self::LocalInv => bindings::ib_wc_opcode_IB_WC_LOCAL_INV,
+            Self::RegMr => bindings::ib_wc_opcode_IB_WC_REG_MR,
+            Self::Recv => bindings::ib_wc_opcode_IB_WC_RECV,
+            Self::RecvRdmaWithImm => bindings::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
+        }
+    }
+}
+
+/// A work completion for a kernel user.
+pub struct Wc<'a> {
+    /// The WR's `wr_id`.
+    pub wr_id: u64,
+    /// The IBA completion status (`IB_WC_*`: the same numbers as the uverbs ABI's).
+    pub status: u8,
+    /// The operation.
+    pub opcode: WcOpcode,
+    /// Driver detail of an error.
+    pub vendor_err: u32,
+    /// Bytes received or transferred.
+    pub byte_len: u32,
+    /// Immediate data, as the sender gave it.
+    pub imm: Option<u32>,
+    /// The R_Key a SEND with invalidate invalidated.
+    pub invalidated: Option<u32>,
+    /// The QP it completes work of.
+    pub qp: &'a QpEvents,
+}
+
+/// The caller's `ib_wc` array being filled by a poll.
+///
+/// # Invariants
+///
+/// `out` is valid for writes of `cap` entries for `'a`; `n <= cap` entries are written.
+pub struct WcSink<'a> {
+    out: *mut bindings::ib_wc,
+    cap: usize,
+    n: usize,
+    _p: PhantomData<&'a mut bindings::ib_wc>,
+}
+
+impl WcSink<'_> {
+    /// Whether there is room for another completion.
+    pub fn has_room(&self) -> bool {
+        self.n < self.cap
+    }
+
+    /// Writes `wc` into the next entry. A completion of a QP that was destroyed since is
+    /// dropped (there is no `ib_qp` to name). Returns whether it was written.
+    pub fn push(&mut self, wc: &Wc<'_>) -> bool {
+        let qp = wc.qp.raw_qp();
+        if !self.has_room() || qp.is_null() {
+            return false;
+        }
+        let mut flags = 0;
+        let mut ex = bindings::ib_wc__bindgen_ty_2::default();
+        if let Some(imm) = wc.imm {
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_IMM;
+            ex.imm_data = imm;
+        } else if let Some(key) = wc.invalidated {
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+            ex.invalidate_rkey = key;
+        }
+        let mut e = bindings::ib_wc {
+            status: u32::from(wc.status),
+            opcode: wc.opcode.to_raw(),
+            vendor_err: wc.vendor_err,
+            byte_len: wc.byte_len,
+            qp,
+            ex,
+            wc_flags: flags as c_int,
+            port_num: 1,
+            ..Default::default()
+        };
+        e.__bindgen_anon_1.wr_id = wc.wr_id;
+        // SAFETY: `n < cap` entries of `out` are writable (type invariant).
+        unsafe { self.out.add(self.n).write(e) };
+        self.n += 1;
+        true
+    }
+}
+
+/// # Safety
+///
+/// `p` is NULL or points to `n` valid `ib_sge`s that live for `'a`.
+unsafe fn sges<'a>(p: *const bindings::ib_sge, n: c_int) -> Result<&'a [Sge]> {
+    let n = usize::try_from(n).map_err(|_| EINVAL)?;
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: `Sge` has `ib_sge`'s layout (checked above); function contract.
+    Ok(unsafe { core::slice::from_raw_parts(p.cast::<Sge>(), n) })
+}
+
+/// # Safety
+///
+/// `wr` is a valid send WR of a kernel user (its container matches its opcode), live for `'a`.
+unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
+    // SAFETY: function contract.
+    let w = unsafe { &*wr };
+    let rdma = || {
+        // SAFETY: RDMA opcodes come in an `ib_rdma_wr`, whose first member is the WR.
+        let r = unsafe { &*wr.cast::<bindings::ib_rdma_wr>() };
+        (r.remote_addr, r.rkey)
+    };
+    let atomic = || {
+        // SAFETY: atomic opcodes come in an `ib_atomic_wr`, whose first member is the WR.
+        let a = unsafe { &*wr.cast::<bindings::ib_atomic_wr>() };
+        (a.remote_addr, a.rkey, a.compare_add, a.swap)
+    };
+    // SAFETY: the union member the opcode names.
+    let (imm, inv) = unsafe { (w.ex.imm_data, w.ex.invalidate_rkey) };
+    let op = match w.opcode {
+        bindings::ib_wr_opcode_IB_WR_SEND => SendOp::Send,
+        bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM => SendOp::SendWithImm(imm),
+        bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV => SendOp::SendWithInv(inv),
+        bindings::ib_wr_opcode_IB_WR_RDMA_WRITE => {
+            let (remote_addr, rkey) = rdma();
+            SendOp::Write { remote_addr, rkey }
+        }
+        bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => {
+            let (remote_addr, rkey) = rdma();
+            SendOp::WriteWithImm {
+                remote_addr,
+                rkey,
+                imm,
+            }
+        }
+        bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
+            let (remote_addr, rkey) = rdma();
+            SendOp::Read { remote_addr, rkey }
+        }
+        bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => {
+            let (remote_addr, rkey, compare, swap) = atomic();
+            SendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            }
+        }
+        bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => {
+            let (remote_addr, rkey, add, _) = atomic();
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            }
+        }
+        bindings::ib_wr_opcode_IB_WR_LOCAL_INV => SendOp::LocalInv(inv),
+        bindings::ib_wr_opcode_IB_WR_REG_MR => {
+            // SAFETY: REG_MR comes in an `ib_reg_wr`, whose first member is the WR.
+            let r = unsafe { &*wr.cast::<bindings::ib_reg_wr>() };
+            if r.mr.is_null() {
+                return Err(EINVAL);
+            }
+            // SAFETY: the MR of a REG_MR is live while the WR is outstanding.
+            let (iova, length) = unsafe { ((*r.mr).iova, (*r.mr).length) };
+            SendOp::RegMr {
+                key: r.key,
+                access: r.access as u32,
+                iova,
+                length,
+            }
+        }
+        _ => return Err(EINVAL),
+    };
+    let f = w.send_flags;
+    Ok(SendWr {
+        // SAFETY: `wr_id` and `wr_cqe` share the storage; either is returned as is.
+        wr_id: unsafe { w.__bindgen_anon_1.wr_id },
+        op,
+        signaled: f & bindings::ib_send_flags_IB_SEND_SIGNALED as c_int != 0,
+        solicited: f & bindings::ib_send_flags_IB_SEND_SOLICITED as c_int != 0,
+        fence: f & bindings::ib_send_flags_IB_SEND_FENCE as c_int != 0,
+        inline: f & bindings::ib_send_flags_IB_SEND_INLINE as c_int != 0,
+        // SAFETY: the WR's SGE array (function contract).
+        sges: unsafe { sges(w.sg_list, w.num_sge)? },
+    })
+}
+
+/// Posts a kernel user's chain of send WRs, stopping at the first the driver refuses.
+///
+/// # Safety
+///
+/// `ibqp` is a live kernel `QpObj<T>`; `wr` a valid chain; `bad` NULL or writable.
+pub(crate) unsafe fn post_send<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    mut wr: *const bindings::ib_send_wr,
+    bad: *mut *const bindings::ib_send_wr,
+) -> c_int {
+    // SAFETY: live QP (function contract).
+    let qp = unsafe { qp_data::<T>(ibqp) };
+    while !wr.is_null() {
+        // SAFETY: a WR of the chain (function contract).
+        let r = unsafe { send_wr(wr) }.and_then(|w| T::post_send(qp, &w));
+        if let Err(e) = r {
+            if !bad.is_null() {
+                // SAFETY: writable when non-NULL (function contract).
+                unsafe { *bad = wr };
+            }
+            return e.to_errno();
+        }
+        // SAFETY: valid chain.
+        wr = unsafe { (*wr).next };
+    }
+    0
+}
+
+/// The receive WRs of a chain, one by one, to `post`; stops at the first refused.
+///
+/// # Safety
+///
+/// `wr` is a valid chain; `bad` NULL or writable.
+unsafe fn post_recv_chain(
+    mut wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+    mut post: impl FnMut(&RecvWr<'_>) -> Result,
+) -> c_int {
+    while !wr.is_null() {
+        // SAFETY: a WR of the chain (function contract).
+        let w = unsafe { &*wr };
+        // SAFETY: the WR's SGE array.
+        let r = unsafe { sges(w.sg_list, w.num_sge) }.and_then(|sges| {
+            post(&RecvWr {
+                // SAFETY: `wr_id` and `wr_cqe` share the storage; returned as is.
+                wr_id: unsafe { w.__bindgen_anon_1.wr_id },
+                sges,
+            })
+        });
+        if let Err(e) = r {
+            if !bad.is_null() {
+                // SAFETY: writable when non-NULL.
+                unsafe { *bad = wr };
+            }
+            return e.to_errno();
+        }
+        wr = w.next;
+    }
+    0
+}
+
+/// # Safety
+///
+/// Called by ib_core on a live `QpObj<T>` with a valid WR chain.
+pub(crate) unsafe extern "C" fn post_recv<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+) -> c_int {
+    // SAFETY: live QP; user QPs post receives through their ring, never here.
+    let (qp, user) = unsafe { (qp_data::<T>(ibqp), !(*ibqp).uobject.is_null()) };
+    if user {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: valid chain (function contract).
+    unsafe { post_recv_chain(wr, bad, |w| T::post_recv(qp, w)) }
+}
+
+/// # Safety
+///
+/// Called by ib_core on a live `SrqObj<T>` with a valid WR chain.
+pub(crate) unsafe extern "C" fn post_srq_recv<T: Driver>(
+    ibsrq: *mut bindings::ib_srq,
+    wr: *const bindings::ib_recv_wr,
+    bad: *mut *const bindings::ib_recv_wr,
+) -> c_int {
+    // SAFETY: live SRQ; user SRQs post through their ring.
+    let (srq, user) = unsafe { (srq_data::<T>(ibsrq), !(*ibsrq).uobject.is_null()) };
+    if user {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: valid chain (function contract).
+    unsafe { post_recv_chain(wr, bad, |w| T::post_srq_recv(srq, w)) }
+}
+
+/// # Safety
+///
+/// Called by ib_core (a kernel user's `ib_poll_cq`) on a live `CqObj<T>` with room for
+/// `num` entries at `wc`.
+pub(crate) unsafe extern "C" fn poll_cq<T: Driver>(
+    ibcq: *mut bindings::ib_cq,
+    num: c_int,
+    wc: *mut bindings::ib_wc,
+) -> c_int {
+    let cap = usize::try_from(num).unwrap_or(0);
+    if cap == 0 || wc.is_null() {
+        return 0;
+    }
+    // SAFETY: live CQ (function contract).
+    let cq = unsafe { cq_data::<T>(ibcq) };
+    // INVARIANT: `wc` has room for `cap` entries (function contract).
+    let mut sink = WcSink {
+        out: wc,
+        cap,
+        n: 0,
+        _p: PhantomData,
+    };
+    T::poll_cq(cq, &mut sink);
+    sink.n as c_int
+}
