@@ -86,6 +86,8 @@ struct WriteProgress {
     mr: Arc<crate::mr::Mr>,
     offset: usize,
     remaining: u64,
+    /// The RETH's DMA length (the byte count of a WRITE with immediate's receive completion).
+    total: u32,
 }
 
 /// A responder resource's request, to replay read responses.

@@ -253,6 +253,7 @@ impl QpInner {
                         mr,
                         offset,
                         remaining: u64::from(reth.dma_len),
+                        total: reth.dma_len,
                     });
                 }
                 let Some(w) = st.write.as_mut() else {
@@ -279,7 +280,8 @@ impl QpInner {
                                 ))
                             }
                         };
-                        let len = pkt.headers.reth.map_or(0, |r| r.dma_len);
+                        // The RETH came with the first packet; this is the last.
+                        let len = w.as_ref().map_or(0, |w| w.total);
                         self.recv_cq.push(
                             &Cqe {
                                 wr_id: entry.wr_id,
