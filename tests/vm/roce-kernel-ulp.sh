@@ -7,10 +7,11 @@
 # device names; its KTAP results in the kernel log are checked case by case.
 #
 # Parts (arguments, or the environment variables):
-#   rxe      (default) both ends on one rxe device in the root namespace (loopback)
+#   rxe      (default) both ends on one rxe device in the root namespace (loopback), then
+#            rxe0 <-> rxe1 on the two ends of a veth pair in the root namespace
 #   oxroce   OX_KULP_OXROCE=1: oxa_r <-> oxb_r, oxroce devices in two namespaces (oxroce_pair),
 #            driven by one module load in the root namespace
-#   interop  OX_KULP_INTEROP=1: an oxroce device in netns oxn <-> rxe1 in the root namespace,
+#   interop  OX_KULP_INTEROP=1: an oxroce device in netns oxn <-> rxe2 in the root namespace,
 #            each side once as dev_a (requester) and once as dev_b (FRMR owner, responder)
 # e.g. scripts/vm-run tests/vm/roce-kernel-ulp.sh rxe oxroce interop
 #      scripts/vm-run -- env OX_KULP_OXROCE=1 bash tests/vm/roce-kernel-ulp.sh
@@ -91,14 +92,19 @@ kverbs_run() {
 # The parts
 
 part_rxe() {
-	info "== rxe: dev_a = dev_b = rxe0 (loopback on one device)"
+	info "== rxe: dev_a = dev_b = rxe0 (loopback on one device), then rxe0 <-> rxe1"
 	veth_root
 	rxe_add rxe0 "$VETH_A"
-	local g
-	g=$(roce_gid_index rxe0 "$(ipv4_gid "$VETH_A_IP4")") || fail "no IPv4 RoCE v2 GID on rxe0"
+	local g0 g1
+	g0=$(roce_gid_index rxe0 "$(ipv4_gid "$VETH_A_IP4")") || fail "no IPv4 RoCE v2 GID on rxe0"
 	# Without devices every case is skipped (and nothing is left behind).
 	kverbs_run "no devices" skip
-	kverbs_run "rxe0<->rxe0" ok dev_a=rxe0 dev_b=rxe0 gid_a="$g" gid_b="$g"
+	kverbs_run "rxe0<->rxe0" ok dev_a=rxe0 dev_b=rxe0 gid_a="$g0" gid_b="$g0"
+	rxe_add rxe1 "$VETH_B"
+	g1=$(roce_gid_index rxe1 "$(ipv4_gid "$VETH_B_IP4")") || fail "no IPv4 RoCE v2 GID on rxe1"
+	kverbs_run "rxe0<->rxe1" ok dev_a=rxe0 dev_b=rxe1 gid_a="$g0" gid_b="$g1"
+	# The module holds no device: both links go away.
+	link_del rxe1
 	link_del rxe0
 }
 
@@ -112,15 +118,15 @@ part_oxroce() {
 # Needs oxroce's kernel-user support: OX_KULP_INTEROP=1. rxe works only in the root namespace
 # and holds UDP port 4791 there, so the oxroce device is in netns $RN_NS.
 part_interop() {
-	info "== interop: oxn_r (oxroce, netns $RN_NS) <-> rxe1 (root namespace)"
+	info "== interop: oxn_r (oxroce, netns $RN_NS) <-> rxe2 (root namespace)"
 	root_ns_pair
-	rxe_add rxe1 "$RN_ROOT_DEV"
+	rxe_add rxe2 "$RN_ROOT_DEV"
 	rdma_link_add -n "$RN_NS" oxn_r oxroce "$RN_DEV"
 	local g_rxe g_ox
-	g_rxe=$(roce_gid_index rxe1 "$(ipv4_gid "$RN_ROOT_IP4")") || fail "no IPv4 RoCE v2 GID on rxe1"
+	g_rxe=$(roce_gid_index rxe2 "$(ipv4_gid "$RN_ROOT_IP4")") || fail "no IPv4 RoCE v2 GID on rxe2"
 	g_ox=$(roce_gid_index oxn_r "$(ipv4_gid "$RN_IP4")") || fail "no IPv4 RoCE v2 GID on oxn_r"
-	kverbs_run "oxn_r->rxe1" ok dev_a=oxn_r dev_b=rxe1 gid_a="$g_ox" gid_b="$g_rxe"
-	kverbs_run "rxe1->oxn_r" ok dev_a=rxe1 dev_b=oxn_r gid_a="$g_rxe" gid_b="$g_ox"
+	kverbs_run "oxn_r->rxe2" ok dev_a=oxn_r dev_b=rxe2 gid_a="$g_ox" gid_b="$g_rxe"
+	kverbs_run "rxe2->oxn_r" ok dev_a=rxe2 dev_b=oxn_r gid_a="$g_rxe" gid_b="$g_ox"
 }
 
 [ -d "/sys/module/$MODULE" ] && expect_ok rmmod "$MODULE"
