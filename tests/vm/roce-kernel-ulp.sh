@@ -55,7 +55,7 @@ kverbs_run() {
 	# case (diagnostics in between), then the unindented suite result line.
 	local in=0 block=''
 	while IFS= read -r line; do
-		if [ $in = 0 ]; then
+		if [ "$in" = 0 ]; then
 			[ "$line" = "    # Subtest: $SUITE" ] && in=1
 			continue
 		fi
@@ -77,7 +77,7 @@ kverbs_run() {
 			info "$label: $res $SUITE.$name"
 		fi
 	done <<<"$ktap"
-	[ $in = 1 ] || { _ox_show "kernel log" "$ktap"; fail "$label: no KTAP for suite $SUITE in the kernel log"; }
+	[ "$in" = 1 ] || { _ox_show "kernel log" "$ktap"; fail "$label: no KTAP for suite $SUITE in the kernel log"; }
 	info "$label: $n_ok passed, $n_fail failed, $n_skip skipped of $n (plan 1..${plan:-?})"
 	if [ "$n_fail" != 0 ] || { [ "$want" = ok ] && [ "$n_skip" != 0 ]; } ||
 		{ [ "$want" = skip ] && [ "$n_skip" != "$n" ]; } ||
@@ -140,7 +140,9 @@ if [ ${#parts[@]} = 0 ]; then
 fi
 for p in "${parts[@]}"; do
 	case $p in
-	rxe | oxroce | interop) "part_$p" ;;
+	rxe) part_rxe ;;
+	oxroce) part_oxroce ;;
+	interop) part_interop ;;
 	*) fail "unknown part '$p' (rxe, oxroce, interop)" ;;
 	esac
 done
