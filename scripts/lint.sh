@@ -5,6 +5,7 @@
 # Prints one line per gate, "PASS|FAIL<TAB>name<TAB>detail", and exits non-zero on a failure.
 #   - the module built with CLIPPY=1 (kernel lints + clippy), zero warnings;
 #   - rustfmt with the kernel's .rustfmt.toml over every Rust file of the tree;
+#   - checkpatch --strict over the C files (when the kernel source has scripts/checkpatch.pl);
 #   - cargo clippy of the host workspace, warnings denied.
 set -uo pipefail
 . "$(dirname "$0")/lib/env.sh"
@@ -31,6 +32,17 @@ if /usr/bin/rustfmt --check --edition 2021 --config-path "$ksrc/.rustfmt.toml" "
 	report PASS "lint: rustfmt (kernel .rustfmt.toml), ${#rs[@]} files"
 else
 	report FAIL "lint: rustfmt" "run: rustfmt --edition 2021 --config-path $ksrc/.rustfmt.toml <files>; see $logs/rustfmt.log"
+fi
+
+# The C sources (helpers, the kernel-verbs KUnit test) in kernel style.
+if [ -f "$ksrc/scripts/checkpatch.pl" ]; then
+	mapfile -t cs < <(git ls-files '*.c' '*.h' 2>/dev/null; git ls-files --others --exclude-standard '*.c' '*.h' 2>/dev/null)
+	if perl "$ksrc/scripts/checkpatch.pl" --no-tree --strict --terse --show-types -f "${cs[@]}" >"$logs/checkpatch.log" 2>&1 \
+		&& ! grep -qE ': (ERROR|WARNING|CHECK):' "$logs/checkpatch.log"; then
+		report PASS "lint: checkpatch --strict, ${#cs[@]} C files"
+	else
+		report FAIL "lint: checkpatch --strict" "see $logs/checkpatch.log"
+	fi
 fi
 
 if cargo clippy --workspace --all-targets --color never -- -D warnings >"$logs/cargo-clippy.log" 2>&1; then
