@@ -6,21 +6,17 @@
 # atomics, LOCAL_INV, SEND_WITH_INV, flush on drain) runs when the module is loaded with two
 # device names; its KTAP results in the kernel log are checked case by case.
 #
-# Parts (arguments, or the environment variables):
-#   rxe      (default) both ends on one rxe device in the root namespace (loopback), then
+# Parts (arguments; all three by default):
+#   rxe      the reference: both ends on one rxe device in the root namespace (loopback), then
 #            rxe0 <-> rxe1 on the two ends of a veth pair in the root namespace
-#   oxroce   OX_KULP_OXROCE=1: oxa_r <-> oxb_r, oxroce devices in two namespaces (oxroce_pair),
-#            driven by one module load in the root namespace
-#   interop  OX_KULP_INTEROP=1: an oxroce device in netns oxn <-> rxe2 in the root namespace,
-#            each side once as dev_a (requester) and once as dev_b (FRMR owner, responder)
-# e.g. scripts/vm-run tests/vm/roce-kernel-ulp.sh rxe oxroce interop
-#      scripts/vm-run -- env OX_KULP_OXROCE=1 bash tests/vm/roce-kernel-ulp.sh
+#   oxroce   oxa_r <-> oxb_r, oxroce devices in two namespaces (oxroce_pair), driven by one
+#            module load in the root namespace
+#   interop  an oxroce device in netns oxn <-> rxe2 in the root namespace, each side once as
+#            dev_a (requester) and once as dev_b (FRMR owner, responder)
+# e.g. scripts/vm-run tests/vm/roce-kernel-ulp.sh oxroce
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
-
-# The oxroce parts pass once oxroce supports kernel users; set these to 1 then.
-: "${OX_KULP_OXROCE:=0}" "${OX_KULP_INTEROP:=0}"
 
 MODULE=oxrdma_kverbs_test
 SUITE=oxrdma_kverbs
@@ -108,15 +104,14 @@ part_rxe() {
 	link_del rxe0
 }
 
-# Needs oxroce's kernel-user support: OX_KULP_OXROCE=1.
 part_oxroce() {
 	info "== oxroce: dev_a = oxa_r (netns $NS_A), dev_b = oxb_r (netns $NS_B)"
 	oxroce_pair
 	kverbs_run "oxa_r<->oxb_r" ok dev_a=oxa_r dev_b=oxb_r gid_a="$GID_A" gid_b="$GID_B"
 }
 
-# Needs oxroce's kernel-user support: OX_KULP_INTEROP=1. rxe works only in the root namespace
-# and holds UDP port 4791 there, so the oxroce device is in netns $RN_NS.
+# rxe works only in the root namespace and holds UDP port 4791 there, so the oxroce device is in
+# netns $RN_NS.
 part_interop() {
 	info "== interop: oxn_r (oxroce, netns $RN_NS) <-> rxe2 (root namespace)"
 	root_ns_pair
@@ -133,11 +128,7 @@ part_interop() {
 modinfo "$MODULE" >/dev/null 2>&1 || fail "$MODULE.ko is not in the module tree (make modules)"
 
 parts=("$@")
-if [ ${#parts[@]} = 0 ]; then
-	parts=(rxe)
-	[ "$OX_KULP_OXROCE" != 1 ] || parts+=(oxroce)
-	[ "$OX_KULP_INTEROP" != 1 ] || parts+=(interop)
-fi
+[ ${#parts[@]} != 0 ] || parts=(rxe oxroce interop)
 for p in "${parts[@]}"; do
 	case $p in
 	rxe) part_rxe ;;
@@ -146,10 +137,6 @@ for p in "${parts[@]}"; do
 	*) fail "unknown part '$p' (rxe, oxroce, interop)" ;;
 	esac
 done
-[ "$OX_KULP_OXROCE" = 1 ] || [[ " ${parts[*]} " == *" oxroce "* ]] ||
-	info "skipped the oxroce part (OX_KULP_OXROCE=1 or argument 'oxroce' runs it)"
-[ "$OX_KULP_INTEROP" = 1 ] || [[ " ${parts[*]} " == *" interop "* ]] ||
-	info "skipped the oxroce/rxe interop part (OX_KULP_INTEROP=1 or argument 'interop' runs it)"
 
 [ ${#FAILED_RUNS[@]} = 0 ] || fail "suite $SUITE failed in: ${FAILED_RUNS[*]}"
 pass
