@@ -13,6 +13,7 @@
 use super::super::bindings;
 use super::super::sync::SpinLockIrq;
 use super::umem::AccessError;
+use core::num::NonZeroU64;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     page::PAGE_SIZE,
@@ -123,7 +124,7 @@ struct PageList {
     /// the `max_num_sg` of `ib_alloc_mr`).
     pages: KVec<u64>,
     n: usize,
-    page_size: u64,
+    page_size: NonZeroU64,
     /// Offset of the first mapped byte in the first page.
     first_offset: u64,
 }
@@ -152,7 +153,7 @@ impl FastRegPages {
         Arc::pin_init(
             pin_init!(Self {
                 st <- crate::new_spinlock_irq!(
-                    PageList { pages, n: 0, page_size: PAGE_SIZE as u64, first_offset: 0 },
+                    PageList { pages, n: 0, page_size: NonZeroU64::MIN, first_offset: 0 },
                     "oxrdma_frmr_pages"
                 ),
             }),
@@ -164,7 +165,7 @@ impl FastRegPages {
     pub(crate) fn begin(&self, page_size: u64) {
         let mut st = self.st.lock();
         st.n = 0;
-        st.page_size = page_size.max(1);
+        st.page_size = NonZeroU64::new(page_size).unwrap_or(NonZeroU64::MIN);
         st.first_offset = 0;
     }
 
@@ -186,7 +187,7 @@ impl FastRegPages {
     /// Bytes the mapped pages cover from the first byte on.
     pub fn mapped_len(&self) -> u64 {
         let st = self.st.lock();
-        (st.n as u64 * st.page_size).saturating_sub(st.first_offset)
+        (st.n as u64 * st.page_size.get()).saturating_sub(st.first_offset)
     }
 
     /// Calls `f(DMA address, offset in the caller's buffer, length)` for each page piece of
@@ -199,16 +200,19 @@ impl FastRegPages {
     ) -> Result<(), AccessError> {
         let st = self.st.lock();
         let end = off.checked_add(len as u64).ok_or(AccessError::Bounds)?;
-        let covered = (st.n as u64 * st.page_size).saturating_sub(st.first_offset);
+        let covered = (st.n as u64 * st.page_size.get()).saturating_sub(st.first_offset);
         if end > covered {
             return Err(AccessError::Bounds);
         }
         let mut done = 0usize;
         while done < len {
             let abs = st.first_offset + off + done as u64;
-            let page = st.pages[(abs / st.page_size) as usize];
+            let page = *st
+                .pages
+                .get((abs / st.page_size) as usize)
+                .ok_or(AccessError::Bounds)?;
             let in_page = abs % st.page_size;
-            let n = ((st.page_size - in_page) as usize).min(len - done);
+            let n = ((st.page_size.get() - in_page) as usize).min(len - done);
             f(page + in_page, done, n)?;
             done += n;
         }
