@@ -384,7 +384,7 @@ impl Driver for OxDevice {
     }
 
     fn doorbell(qp: &Qp) -> Result {
-        qp.0.engine().kick();
+        qp.0.engine().doorbell(&qp.0);
         Ok(())
     }
 

@@ -13,7 +13,7 @@ use crate::ox::timer::{now_us, Timer, TimerHandler};
 use crate::ox::udp_tunnel::TunnelRef;
 use crate::ox::workqueue;
 use crate::qp::QpInner;
-use crate::roce::TxPath;
+use crate::roce::{RoceRx, TxPath};
 use crate::wire::icrc::{self, Encap};
 use crate::wire::ip::{self, IpAddr};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
@@ -50,6 +50,8 @@ struct CachedRoute {
 
 /// Routes are looked up again after this long (route or address changes take effect).
 const ROUTE_TTL_US: u64 = 1_000_000;
+/// Received packets a sender processes itself before it leaves the rest to the rx work.
+const INLINE_RX_BUDGET: usize = 64;
 /// Routes cached per device.
 const ROUTE_CACHE: usize = 16;
 
@@ -66,6 +68,8 @@ pub(crate) struct Engine {
     misc: Mutex<Misc>,
     dead: AtomicBool,
     ip_id: AtomicU32,
+    /// The module's RoCE receiver (see [`RoceRx::gate`]).
+    rx: Option<Arc<RoceRx>>,
 }
 
 impl_has_work! {
@@ -87,6 +91,7 @@ impl Engine {
                 }),
                 dead: AtomicBool::new(false),
                 ip_id: AtomicU32::new(0),
+                rx: crate::link::roce_rx(),
             }),
             GFP_KERNEL,
         )?;
@@ -122,6 +127,30 @@ impl Engine {
         };
         drop(routes);
         drop(nd);
+    }
+
+    /// The doorbell of `qp` (a process published send WQEs): runs its send side now, in the
+    /// caller's context, and processes what that delivers to local devices (the rx gate), so
+    /// a message to a local peer needs no worker wake-up.
+    pub(crate) fn doorbell(self: &Arc<Self>, qp: &Arc<QpInner>) {
+        if self.dead.load(Ordering::Acquire) {
+            return;
+        }
+        let gate = self.rx.as_ref().and_then(|r| r.gate());
+        let deadline = qp.service(now_us());
+        if let Some(g) = gate {
+            g.process(INLINE_RX_BUDGET);
+        }
+        if let Some(d) = deadline {
+            self.arm_by(d);
+        }
+    }
+
+    /// Makes the timer fire by `deadline` (us) at the latest.
+    pub(crate) fn arm_by(&self, deadline: u64) {
+        if let Some(t) = self.misc.lock().timer.as_ref() {
+            t.arm_earlier_us(deadline.saturating_sub(now_us()));
+        }
     }
 
     /// Queues a run of the engine.
@@ -337,6 +366,7 @@ impl Engine {
         if self.dead.load(Ordering::Acquire) {
             return;
         }
+        let gate = self.rx.as_ref().and_then(|r| r.gate());
         let now = now_us();
         let qps: KVec<Arc<QpInner>> = {
             let t = self.qps.lock();
@@ -355,6 +385,9 @@ impl Engine {
             }
         }
         drop(qps);
+        if let Some(g) = gate {
+            g.process(INLINE_RX_BUDGET);
+        }
         if let Some(d) = next {
             if let Some(t) = self.misc.lock().timer.as_ref() {
                 t.arm_us(d.saturating_sub(now_us()));

@@ -237,6 +237,11 @@ pub(crate) fn receiver() -> Option<Arc<dyn UdpEncapReceiver>> {
     Some(r)
 }
 
+/// The receiver itself, for senders that process what their packets deliver locally.
+pub(crate) fn roce_rx() -> Option<Arc<RoceRx>> {
+    RECEIVER.lock().as_ref().cloned()
+}
+
 /// Everything registered for the module's lifetime. Dropping it unregisters the link types
 /// and the notifier first (no new devices, no new events), then every device.
 pub(crate) struct Links {

@@ -13,6 +13,7 @@ use crate::ox::workqueue;
 use crate::wire::icrc::{self, Encap, ICRC_LEN};
 use crate::wire::ip::{self, IpAddr, IpUdp};
 use crate::wire::packet::{self, Headers};
+use core::sync::atomic::{fence, AtomicBool, Ordering};
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     impl_has_work, new_work,
@@ -90,11 +91,42 @@ pub(crate) struct RoceRx {
 }
 
 /// Process-context reception: finds each packet's device and runs its engine.
+///
+/// One context at a time processes the queue: the holder of the gate (`busy`). That is
+/// either the rx work item or a sender (a doorbell system call, an engine run): packets a
+/// sender's own transmissions deliver to a local device (veth, lo) arrive in softirq while it
+/// holds the gate, and it processes them itself right after, without waking a worker (the
+/// cost that dominates latency). Whoever drops the gate re-checks the queue.
 #[pin_data]
 pub(crate) struct RxWork {
     queue: SkbQueue<RxSkb>,
+    busy: AtomicBool,
     #[pin]
     work: Work<RxWork>,
+}
+
+/// The right to process the rx queue; released (and the queue re-checked) on drop.
+pub(crate) struct RxGate {
+    rx: Arc<RxWork>,
+}
+
+impl RxGate {
+    /// Processes up to `budget` queued packets. Returns whether the queue was emptied.
+    pub(crate) fn process(&self, budget: usize) -> bool {
+        self.rx.process(budget)
+    }
+}
+
+impl Drop for RxGate {
+    fn drop(&mut self) {
+        self.rx.busy.store(false, Ordering::Release);
+        // Pairs with the fence in `RoceRx::receive`: either it saw the gate taken (and this
+        // sees its packet) or it queued the work itself.
+        fence(Ordering::SeqCst);
+        if !self.rx.queue.is_empty() {
+            let _ = workqueue::queue().enqueue(self.rx.clone());
+        }
+    }
 }
 
 impl_has_work! {
@@ -107,16 +139,24 @@ impl RoceRx {
         let inner = Arc::pin_init(
             pin_init!(RxWork {
                 queue,
+                busy: AtomicBool::new(false),
                 work <- new_work!("oxrdma_rx"),
             }),
             GFP_KERNEL,
         )?;
         Ok(Arc::new(Self { inner }, GFP_KERNEL)?)
     }
+
+    /// Takes the gate if free: the caller processes what arrives until it drops it.
+    pub(crate) fn gate(&self) -> Option<RxGate> {
+        self.inner.gate()
+    }
 }
 
 /// Packets waiting beyond this are dropped (RC recovers by retransmission).
 const RX_BACKLOG: usize = 8192;
+/// Packets one pass of the rx work item processes before it lets other work run.
+const RX_BUDGET: usize = 256;
 
 impl UdpEncapReceiver for RoceRx {
     fn receive(&self, pkt: RxSkb) {
@@ -125,17 +165,28 @@ impl UdpEncapReceiver for RoceRx {
             return;
         }
         self.inner.queue.push(pkt);
-        let _ = workqueue::queue().enqueue(self.inner.clone());
+        fence(Ordering::SeqCst);
+        if !self.inner.busy.load(Ordering::Relaxed) {
+            let _ = workqueue::queue().enqueue(self.inner.clone());
+        }
     }
 }
 
-impl WorkItem for RxWork {
-    type Pointer = Arc<RxWork>;
+impl RxWork {
+    fn gate(self: &Arc<Self>) -> Option<RxGate> {
+        self.busy
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| RxGate { rx: self.clone() })
+    }
 
-    fn run(this: Arc<RxWork>) {
+    /// Processes up to `budget` packets (the caller holds the gate).
+    fn process(&self, mut budget: usize) -> bool {
         let mut cached: Option<(usize, usize, KVec<Arc<Engine>>, bool)> = None;
-        let mut budget = 256;
-        while let Some(skb) = this.queue.pop() {
+        while budget > 0 {
+            let Some(skb) = self.queue.pop() else {
+                return true;
+            };
             let (id, net) = (skb.ingress_id(), skb.net_id());
             if !matches!(&cached, Some((i, n, _, _)) if *i == id && *n == net) {
                 let (engines, exact) = crate::link::engines_for(id, net);
@@ -151,11 +202,19 @@ impl WorkItem for RxWork {
                 skb.discard();
             }
             budget -= 1;
-            if budget == 0 {
-                // Let other work run; continue in a fresh pass.
-                let _ = workqueue::queue().enqueue(this.clone());
-                return;
-            }
+        }
+        self.queue.is_empty()
+    }
+}
+
+impl WorkItem for RxWork {
+    type Pointer = Arc<RxWork>;
+
+    fn run(this: Arc<RxWork>) {
+        // Taken: the holder processes the queue and re-checks it when it lets go. Dropping
+        // the gate after a partial pass queues this work again (other work runs meanwhile).
+        if let Some(g) = this.gate() {
+            g.process(RX_BUDGET);
         }
     }
 }

@@ -68,6 +68,14 @@ impl<T: TimerHandler> Timer<T> {
         // SAFETY: set-up timer (type invariant); `mod_timer` synchronises internally.
         unsafe { bindings::mod_timer(t, bindings::oxrdma_jiffies_after_us(us)) };
     }
+
+    /// Starts the timer to expire `us` microseconds from now unless it is already due
+    /// earlier (`timer_reduce`).
+    pub fn arm_earlier_us(&self, us: u64) {
+        let t = (&raw const self.raw.timer).cast_mut();
+        // SAFETY: set-up timer (type invariant); `timer_reduce` synchronises internally.
+        unsafe { bindings::timer_reduce(t, bindings::oxrdma_jiffies_after_us(us)) };
+    }
 }
 
 impl<T: TimerHandler> Drop for Timer<T> {

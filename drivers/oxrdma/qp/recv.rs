@@ -19,10 +19,11 @@ impl QpInner {
         let op = pkt.opcode.operation();
         if op.is_response() {
             self.on_response(&mut st, pkt, bytes, now);
-            self.transmit(&mut st, now);
-            self.complete_sends(&mut st);
             drop(st);
-            self.engine.kick();
+            // The requester may have room again: take more WQEs, transmit, complete, here.
+            if let Some(d) = self.service(now) {
+                self.engine.arm_by(d);
+            }
         } else {
             self.on_request(&mut st, pkt, bytes);
         }
