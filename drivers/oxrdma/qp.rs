@@ -385,7 +385,7 @@ impl QpInner {
                     rnr_timer: n.min_rnr_timer,
                     initial_psn: Psn::new(n.rq_psn),
                 };
-                st.resp = Some(KBox::new(Responder::new(cfg), GFP_KERNEL)?);
+                st.resp = Some(boxed_responder(cfg)?);
             }
             St::Rts if from == St::Rtr => {
                 let cfg = RequesterConfig {
@@ -397,7 +397,7 @@ impl QpInner {
                     retry_cnt: n.retry_cnt,
                     rnr_retry: n.rnr_retry,
                 };
-                st.req = Some(KBox::new(Requester::new(cfg), GFP_KERNEL)?);
+                st.req = Some(boxed_requester(cfg)?);
             }
             St::Err if from != St::Err => self.to_error(&mut st, None),
             // SQD: no new WQEs are taken (only RTS takes them); what is outstanding finishes.
@@ -548,6 +548,20 @@ impl QpInner {
             });
         }
     }
+}
+
+// The requester (8 KiB: its WQE window) and the responder are written into their allocation
+// rather than built on the stack and moved (kernel stacks are 16 KiB, and `modify` also opens
+// the UDP tunnel, deep in the network stack); each in its own frame.
+
+#[inline(never)]
+fn boxed_requester(cfg: RequesterConfig) -> Result<KBox<Requester<REQ_WQES>>> {
+    Ok(KBox::new_uninit(GFP_KERNEL)?.write(Requester::new(cfg)))
+}
+
+#[inline(never)]
+fn boxed_responder(cfg: ResponderConfig) -> Result<KBox<Responder<RESP_RES>>> {
+    Ok(KBox::new_uninit(GFP_KERNEL)?.write(Responder::new(cfg)))
 }
 
 /// Stores `v` into `field` if given and at most `max`; `EINVAL` otherwise.

@@ -12,6 +12,7 @@ use crate::wire::headers::{NakCode, Syndrome};
 use crate::wire::link::{ib_mtu_for_link, IB_MTUS, ROCE_MAX_OVERHEAD};
 use crate::wire::{crc32::crc32, crc32c::crc32c, psn::Psn};
 use crate::wire::{icrc, opcode::Opcode, packet};
+use kernel::{alloc::KVec, prelude::*};
 
 mod net;
 mod verbs;
@@ -33,7 +34,9 @@ fn crc32c_check_value(t: &mut Test) {
 }
 
 fn crc32c_matches_kernel(t: &mut Test) {
-    let mut buf = [0u8; 1500];
+    let Ok(mut buf) = KVec::from_elem(0u8, 1500, GFP_KERNEL) else {
+        return t.fail(format_args!("allocation"));
+    };
     for len in [0usize, 1, 3, 7, 8, 9, 63, 64, 65, 511, 1024, 1499, 1500] {
         pattern(&mut buf, len as u32);
         t.expect_eq(crc32c(&buf[..len]), kernel_crc32c(&buf[..len]));
@@ -41,7 +44,10 @@ fn crc32c_matches_kernel(t: &mut Test) {
 }
 
 fn crc32_matches_kernel(t: &mut Test) {
-    let mut buf = [0u8; 4200];
+    // On the heap: KUnit runs cases on a kthread's 16 KiB stack.
+    let Ok(mut buf) = KVec::from_elem(0u8, 4200, GFP_KERNEL) else {
+        return t.fail(format_args!("allocation"));
+    };
     t.expect_eq(kernel_crc32(b"123456789"), 0xCBF4_3926);
     for len in [0usize, 1, 5, 8, 64, 1024, 4096, 4200] {
         pattern(&mut buf, 7 * len as u32);

@@ -124,7 +124,13 @@ fn fast_reg_pages_span_pages(t: &mut Test) {
     t.expect(fr.push(a0).is_err(), "a third page does not fit");
     fr.finish(a0 + 100);
     t.expect_eq(fr.mapped_len(), 8192 - 100);
-    let mut data = [0u8; 5000];
+    // On the heap: KUnit runs cases on a kthread's 16 KiB stack.
+    let (Ok(mut data), Ok(mut back)) = (
+        KVec::from_elem(0u8, 5000, GFP_KERNEL),
+        KVec::from_elem(0u8, 5000, GFP_KERNEL),
+    ) else {
+        return t.fail(format_args!("allocation"));
+    };
     for (i, b) in data.iter_mut().enumerate() {
         *b = (i % 251) as u8;
     }
@@ -133,7 +139,6 @@ fn fast_reg_pages_span_pages(t: &mut Test) {
     t.expect_eq(p0[101], 1);
     t.expect_eq(p0[4095], ((4095 - 100) % 251) as u8);
     t.expect_eq(p1[0], ((4096 - 100) % 251) as u8);
-    let mut back = [0u8; 5000];
     t.expect(fr.read(0, &mut back).is_ok(), "read back");
     t.expect(back == data, "same bytes");
     t.expect(
