@@ -143,9 +143,8 @@ impl SendWr<'_> {
         let mut at = 0;
         for s in self.sges {
             let n = s.length as usize;
-            // SAFETY: for `IB_SEND_INLINE` the verbs contract makes each SGE a kernel address
-            // readable for `length` bytes during the post call, which this is; `dst` has room
-            // (checked above).
+            // SAFETY: `IB_SEND_INLINE` SGEs are kernel addresses readable for `length` bytes
+            // during the post call (verbs contract); `dst` has room (checked above).
             unsafe { bindings::oxrdma_copy_kernel(dst[at..].as_mut_ptr().cast(), s.addr, n) };
             at += n;
         }
