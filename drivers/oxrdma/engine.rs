@@ -6,7 +6,7 @@
 //! Context: everything here runs in process context (verbs calls, the module's workqueue);
 //! the timer and the UDP receiver only queue work.
 
-use crate::mr::{Mr, MrError, MrTable};
+use crate::mr::{Mr, MrTable};
 use crate::ox::net::NetDevice;
 use crate::ox::route::Route;
 use crate::ox::timer::{now_us, Timer, TimerHandler};
@@ -261,12 +261,8 @@ impl Engine {
         drop(old);
     }
 
-    /// The MR of an L_Key or R_Key.
-    pub(crate) fn mr(&self, key: u32) -> Result<Arc<Mr>, MrError> {
-        self.mrs.lock().get(key)
-    }
-
-    /// The MR in the table slot `key` names, whatever its state.
+    /// The MR in the table slot `key` names, whatever its state: [`Mr::access`] checks the key
+    /// itself, REG_MR and invalidation check their own conditions.
     pub(crate) fn mr_slot(&self, key: u32) -> Option<Arc<Mr>> {
         self.mrs.lock().slot_of(key)
     }

@@ -14,7 +14,6 @@
 
 use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
 use crate::ox::rdma::umem::{AccessError, UserMem};
-use crate::ox::rdma::verbs::access;
 use kernel::{
     alloc::flags::GFP_KERNEL, alloc::KVec, new_spinlock, prelude::*, sync::Arc, sync::SpinLock,
 };
@@ -129,43 +128,34 @@ impl Mr {
         *self.bind.lock()
     }
 
-    /// Whether `key` is the MR's current, valid key.
-    pub(crate) fn matches(&self, key: u32) -> bool {
+    /// Checks an access through `key` (still the MR's valid key) from PD `pdn` that needs
+    /// the rights `need` (`access::*`; none for a local read) to `[va, va + len)`, and returns
+    /// its byte offset in the MR. One look at the binding, which REG_MR and invalidation
+    /// change.
+    pub(crate) fn access(
+        &self,
+        key: u32,
+        pdn: u32,
+        need: u32,
+        va: u64,
+        len: u64,
+    ) -> Result<usize, MrError> {
+        if self.pdn != pdn {
+            return Err(MrError::Pd);
+        }
         let b = self.binding();
-        b.valid && b.key == key
-    }
-
-    /// The byte offset of `[va, va + len)` in the MR, if inside it.
-    pub(crate) fn offset_of(&self, va: u64, len: u64) -> Result<usize, MrError> {
-        let b = self.binding();
+        if !b.valid || b.key != key {
+            return Err(MrError::Key);
+        }
+        if b.access & need != need {
+            return Err(MrError::Rights);
+        }
         let off = va.checked_sub(b.iova).ok_or(MrError::Bounds)?;
         let end = off.checked_add(len).ok_or(MrError::Bounds)?;
         if end > b.len {
             return Err(MrError::Bounds);
         }
         usize::try_from(off).map_err(|_| MrError::Bounds)
-    }
-
-    /// Checks a local access: same PD, and local write if the access writes.
-    pub(crate) fn check_local(&self, pdn: u32, write: bool) -> Result<(), MrError> {
-        if self.pdn != pdn {
-            return Err(MrError::Pd);
-        }
-        if write && self.binding().access & access::LOCAL_WRITE == 0 {
-            return Err(MrError::Rights);
-        }
-        Ok(())
-    }
-
-    /// Checks a remote access against the R_Key's rights (`access::REMOTE_*`).
-    pub(crate) fn check_remote(&self, pdn: u32, right: u32) -> Result<(), MrError> {
-        if self.pdn != pdn {
-            return Err(MrError::Pd);
-        }
-        if self.binding().access & right == 0 {
-            return Err(MrError::Rights);
-        }
-        Ok(())
     }
 
     /// REG_MR: makes an invalid fast-registration MR valid under `key` with `access` over
@@ -272,15 +262,6 @@ impl MrTable {
         slot.mr = Some(mr.clone());
         self.live += 1;
         Ok(mr)
-    }
-
-    /// The MR of `key`, if it is live.
-    pub(crate) fn get(&self, key: u32) -> Result<Arc<Mr>, MrError> {
-        let slot = self.slots.get((key >> 8) as usize).ok_or(MrError::Key)?;
-        match &slot.mr {
-            Some(mr) if mr.matches(key) => Ok(mr.clone()),
-            _ => Err(MrError::Key),
-        }
     }
 
     /// The MR in the slot `key` names, whatever its state and current key (for REG_MR and

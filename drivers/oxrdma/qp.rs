@@ -600,11 +600,10 @@ fn walk_sges(
             continue;
         }
         let n = ((sl - skip) as usize).min(len - done);
-        let mr = engine.mr(s.lkey).map_err(|_| wc_status::LOC_PROT_ERR)?;
-        mr.check_local(pdn, write)
-            .map_err(|_| wc_status::LOC_PROT_ERR)?;
+        let need = if write { access::LOCAL_WRITE } else { 0 };
+        let mr = engine.mr_slot(s.lkey).ok_or(wc_status::LOC_PROT_ERR)?;
         let base = mr
-            .offset_of(s.addr, sl)
+            .access(s.lkey, pdn, need, s.addr, sl)
             .map_err(|_| wc_status::LOC_PROT_ERR)?;
         if !f(&mr, base + skip as usize, done, n) {
             return Err(wc_status::LOC_PROT_ERR);

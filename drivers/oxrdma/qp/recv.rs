@@ -362,9 +362,8 @@ impl QpInner {
         if st.attrs.access & right == 0 {
             return Err(MrError::Rights);
         }
-        let mr = self.engine.mr(rkey)?;
-        mr.check_remote(self.pdn, right)?;
-        let off = mr.offset_of(va, len)?;
+        let mr = self.engine.mr_slot(rkey).ok_or(MrError::Key)?;
+        let off = mr.access(rkey, self.pdn, right, va, len)?;
         Ok((mr, off))
     }
 
