@@ -5,6 +5,7 @@ use crate::cq::CqInner;
 use crate::engine::Engine;
 use crate::mr::{Mr, MrMem};
 use crate::ox::error::code;
+use crate::ox::ida::{Ida, IdaId};
 use crate::ox::net::NetDevice;
 use crate::ox::rdma::device::{
     core_cap, device_cap, Device, DeviceAttrs, Driver, NodeKind, PortAttrs, PortImmutable, Udata,
@@ -24,7 +25,7 @@ use crate::uapi::queue::{
 use crate::uapi::ring::{ring_slots, RING_HEADER_SIZE};
 use crate::uapi::verbs::{self, Response};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -79,7 +80,8 @@ pub(crate) struct OxDevice {
     pub(crate) engine: Arc<Engine>,
     /// Port state last reported to ib_core, to send an event only on a change.
     port_active: AtomicBool,
-    next_pdn: AtomicU32,
+    /// PD numbers of the live PDs.
+    pd_ids: Arc<Ida>,
 }
 
 impl OxDevice {
@@ -88,7 +90,7 @@ impl OxDevice {
             kind,
             engine: Engine::new(netdev)?,
             port_active: AtomicBool::new(active),
-            next_pdn: AtomicU32::new(1),
+            pd_ids: Ida::new(1, limits::MAX_PD as u32)?,
         })
     }
 
@@ -109,7 +111,7 @@ impl OxDevice {
 
 impl Driver for OxDevice {
     type Ucontext = ();
-    type Pd = u32;
+    type Pd = Pd;
     type Cq = Cq;
     type Qp = Qp;
     type Srq = Srq;
@@ -215,17 +217,18 @@ impl Driver for OxDevice {
         udata.respond(resp.to_bytes().as_ref())
     }
 
-    fn alloc_pd(dev: &Device<Self>, udata: Option<&mut Udata<'_>>) -> Result<u32> {
-        let pdn = dev.next_pdn.fetch_add(1, Ordering::Relaxed);
-        if pdn == 0 {
-            // 2^32 PDs in the device's lifetime: refuse rather than reuse numbers.
-            return Err(ENOSPC);
-        }
+    fn alloc_pd(dev: &Device<Self>, udata: Option<&mut Udata<'_>>) -> Result<Pd> {
+        let pd = Pd {
+            id: dev.pd_ids.alloc()?,
+        };
         if let Some(udata) = udata {
-            let resp = verbs::AllocPdResp { pdn, reserved: 0 };
+            let resp = verbs::AllocPdResp {
+                pdn: pd.pdn(),
+                reserved: 0,
+            };
             udata.respond(resp.to_bytes().as_ref())?;
         }
-        Ok(pdn)
+        Ok(pd)
     }
 
     fn unregistered(dev: &Device<Self>) {
@@ -340,7 +343,7 @@ impl Driver for OxDevice {
             QpInner::new(NewQp {
                 qpn,
                 qp_type: init.qp_type,
-                pdn: *init.pd,
+                pdn: init.pd.pdn(),
                 engine,
                 send_cq: init.send_cq.0.clone(),
                 recv_cq: init.recv_cq.0.clone(),
@@ -456,34 +459,34 @@ impl Driver for OxDevice {
 
     fn reg_user_mr(
         dev: &Device<Self>,
-        pd: &u32,
+        pd: &Pd,
         mem: UserMem,
         iova: u64,
         access: u32,
     ) -> Result<(MrData, u32, u32)> {
         let len = mem.len() as u64;
-        new_mr(dev, *pd, MrMem::User(mem), access, iova, len)
+        new_mr(dev, pd.pdn(), MrMem::User(mem), access, iova, len)
     }
 
     fn get_dma_mr(
         dev: &Device<Self>,
-        pd: &u32,
+        pd: &Pd,
         access: u32,
         mem: KernelMem,
     ) -> Result<(MrData, u32, u32)> {
-        new_mr(dev, *pd, MrMem::Dma(mem), access, 0, u64::MAX)
+        new_mr(dev, pd.pdn(), MrMem::Dma(mem), access, 0, u64::MAX)
     }
 
     fn alloc_mr(
         dev: &Device<Self>,
-        pd: &u32,
+        pd: &Pd,
         max_pages: u32,
         pages: Arc<FastRegPages>,
     ) -> Result<(MrData, u32, u32)> {
         if max_pages > limits::MAX_FAST_REG_PAGES {
             return Err(EINVAL);
         }
-        new_mr(dev, *pd, MrMem::Fast(pages), 0, 0, 0)
+        new_mr(dev, pd.pdn(), MrMem::Fast(pages), 0, 0, 0)
     }
 
     fn post_send(qp: &Qp, wr: &SendWr<'_>) -> Result {
@@ -504,6 +507,18 @@ impl Driver for OxDevice {
 
     fn dereg_mr(mr: &MrData) {
         mr.engine.remove_mr(mr.key);
+    }
+}
+
+/// The driver data of a PD object: its number, unique among the device's live PDs (MRs and
+/// QPs carry it; an access is allowed only between the same numbers).
+pub(crate) struct Pd {
+    id: IdaId,
+}
+
+impl Pd {
+    pub(crate) fn pdn(&self) -> u32 {
+        self.id.get()
     }
 }
 

@@ -14,6 +14,7 @@ use crate::wire::{crc32::crc32, crc32c::crc32c, psn::Psn};
 use crate::wire::{icrc, opcode::Opcode, packet};
 use kernel::{alloc::KVec, prelude::*};
 
+mod hardening;
 mod net;
 mod verbs;
 

@@ -11,6 +11,7 @@ pub mod bindings;
 
 pub mod crc;
 pub mod error;
+pub mod ida;
 pub mod kunit;
 pub mod net;
 pub mod rdma;

@@ -5,6 +5,7 @@
  */
 #include <linux/crc32.h>
 #include <linux/crc32c.h>
+#include <linux/idr.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
 #include <net/dst.h>

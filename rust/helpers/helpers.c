@@ -3,6 +3,7 @@
  * C helpers for oxrdma's Rust abstraction layer; see helpers.h.
  */
 #include <kunit/test.h>
+#include <linux/idr.h>
 #include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <rdma/ib_verbs.h>
@@ -123,4 +124,9 @@ unsigned long oxrdma_spin_lock_irqsave(spinlock_t *lock)
 void oxrdma_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
 {
 	spin_unlock_irqrestore(lock, flags);
+}
+
+void oxrdma_ida_init(struct ida *ida)
+{
+	ida_init(ida);
 }

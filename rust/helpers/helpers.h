@@ -59,5 +59,8 @@ void oxrdma_global_unlock(void);
 struct spinlock;
 unsigned long oxrdma_spin_lock_irqsave(struct spinlock *lock);
 void oxrdma_spin_unlock_irqrestore(struct spinlock *lock, unsigned long flags);
+/* ida_init() */
+struct ida;
+void oxrdma_ida_init(struct ida *ida);
 
 #endif
