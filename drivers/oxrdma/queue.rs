@@ -170,10 +170,18 @@ impl RecvQueue {
 
     /// Takes the next receive WQE.
     pub(crate) fn take(&self) -> Result<Option<RecvEntry>, RingFault> {
+        self.take_next(true)
+    }
+
+    /// Takes the next receive WQE; with `refresh`, after accepting the process's latest
+    /// producer index, else only among the WQEs already accepted.
+    fn take_next(&self, refresh: bool) -> Result<Option<RecvEntry>, RingFault> {
         let mut limit_hit = false;
         let entry = {
             let mut st = self.st.lock();
-            self.refresh(&mut st)?;
+            if refresh {
+                self.refresh(&mut st)?;
+            }
             let Some(slot) = st.view.peek() else {
                 return Ok(None);
             };
@@ -258,10 +266,22 @@ impl RecvQueue {
         self.st.lock().limit
     }
 
-    /// Takes every waiting WQE (flush on error).
+    /// Takes every WQE waiting now (flush on error): the producer index is read once, so a
+    /// process that keeps posting cannot hold the caller here (at most one ring's worth per
+    /// call; what it posts meanwhile is flushed by the next call).
     pub(crate) fn drain(&self, mut f: impl FnMut(u64)) {
-        while let Ok(Some(e)) = self.take() {
-            f(e.wr_id)
+        let waiting = {
+            let mut st = self.st.lock();
+            if self.refresh(&mut st).is_err() {
+                return;
+            }
+            st.view.len()
+        };
+        for _ in 0..waiting {
+            match self.take_next(false) {
+                Ok(Some(e)) => f(e.wr_id),
+                _ => break,
+            }
         }
     }
 }

@@ -4,6 +4,9 @@
 
 use super::*;
 
+/// Most passes of one [`QpInner::service`] call over the SQ ring.
+const SERVICE_PASSES: u32 = 4;
+
 impl QpInner {
     // ---- the send side ---------------------------------------------------------------------
 
@@ -30,7 +33,15 @@ impl QpInner {
                 | TimerAction::Resume => {}
             }
         }
+        // Passes over the ring while the process keeps publishing WQEs just as the kernel
+        // stops being busy; more than a few and the rest waits for the next engine run.
+        let mut passes = 0;
         loop {
+            passes += 1;
+            if passes > SERVICE_PASSES {
+                self.engine.kick();
+                break;
+            }
             if st.state == St::Rts {
                 self.sq.set_busy();
                 if let Err(f) = self.take_send_wqes(&mut st) {

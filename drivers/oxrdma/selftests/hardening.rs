@@ -5,7 +5,12 @@
 
 use crate::kunit_suite;
 use crate::ox::kunit::Test;
-use kernel::prelude::*;
+use crate::ox::rdma::kverbs::{RecvWr, Sge};
+use crate::ox::rdma::mmap::RingBuf;
+use crate::queue::{Geometry, RecvQueue};
+use crate::uapi::queue::{recv_slot_size, RECV_WQE_SIZE, SGE_SIZE};
+use crate::uapi::ring::RING_HEADER_SIZE;
+use kernel::{alloc::KVec, prelude::*};
 
 /// PD numbers (and every identity from an [`Ida`](crate::ox::ida::Ida)) belong to live
 /// objects only: however many objects come and go, a live one's number is never handed out
@@ -38,10 +43,64 @@ fn ida_numbers_are_never_shared(t: &mut Test) {
     );
 }
 
+/// Flushing a receive queue takes what was waiting when it started, not what the process
+/// posts meanwhile: a process that keeps posting into the RQ of a QP in error cannot keep
+/// the device's worker in the flush (it used to re-read the producer index per entry).
+fn rq_flush_is_bounded(t: &mut Test) {
+    let slots = 8u32;
+    let slot = recv_slot_size(1);
+    let Ok(ring) = RingBuf::new(RING_HEADER_SIZE + (slots * slot) as usize) else {
+        return t.fail(format_args!("RingBuf::new"));
+    };
+    let geo = Geometry {
+        slots,
+        slot_size: slot,
+    };
+    let Ok(rq) = RecvQueue::new(
+        ring,
+        geo,
+        (slot - RECV_WQE_SIZE as u32) / SGE_SIZE as u32,
+        None,
+        0,
+    ) else {
+        return t.fail(format_args!("RecvQueue::new"));
+    };
+    let sge = [Sge {
+        addr: 0,
+        length: 1,
+        lkey: 0,
+    }];
+    let post = |id: u64| {
+        rq.post(&RecvWr {
+            wr_id: id,
+            sges: &sge,
+        })
+    };
+    for id in 0..3 {
+        t.expect(post(id).is_ok(), "post");
+    }
+    // The "process" posts another WQE for each one flushed, up to 100.
+    let mut flushed = KVec::new();
+    let mut next = 3u64;
+    rq.drain(|wr_id| {
+        let _ = flushed.push(wr_id, GFP_KERNEL);
+        if next < 100 && post(next).is_ok() {
+            next += 1;
+        }
+    });
+    t.expect_eq(flushed.len(), 3);
+    t.expect(flushed.iter().copied().eq(0..3u64), "in order");
+    // What was posted meanwhile is left for the next pass.
+    let mut later = 0;
+    rq.drain(|_| later += 1);
+    t.expect_eq(later, 3);
+}
+
 kunit_suite!(
     hardening_suite,
     "oxrdma_hardening",
     [
-        ida_numbers_are_never_shared
+        ida_numbers_are_never_shared,
+        rq_flush_is_bounded
     ]
 );
