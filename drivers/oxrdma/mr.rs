@@ -14,6 +14,7 @@
 
 use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
 use crate::ox::rdma::umem::{AccessError, UserMem};
+use crate::ox::rdma::verbs::access;
 use kernel::{
     alloc::flags::GFP_KERNEL, alloc::KVec, new_spinlock, prelude::*, sync::Arc, sync::SpinLock,
 };
@@ -63,8 +64,8 @@ impl MrMem {
     }
 }
 
-/// What a key currently gives access to. Fixed for user and DMA MRs; a fast-registration MR
-/// changes it with each REG_MR and invalidation.
+/// What a key currently gives access to. Fixed for user and DMA MRs until deregistration; a
+/// fast-registration MR changes it with each REG_MR and invalidation.
 #[derive(Clone, Copy)]
 struct Binding {
     key: u32,
@@ -74,14 +75,55 @@ struct Binding {
     len: u64,
 }
 
+/// An access to an MR as a work request or a packet names it: through `key`, from PD `pdn`,
+/// by this host's own work requests (an L_Key) or by the peer (an R_Key, `remote`), to the
+/// `len` bytes at `va` (an SGE, or a RETH's whole message). Every use is checked again
+/// against the MR's current binding, with the right its operation needs, so an access stops
+/// working the moment its key is invalidated or its MR deregistered.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Access {
+    pub(crate) key: u32,
+    pub(crate) pdn: u32,
+    pub(crate) remote: bool,
+    pub(crate) va: u64,
+    pub(crate) len: u64,
+}
+
+/// What an access does to the memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Op {
+    Read,
+    Write,
+    Atomic,
+}
+
+impl Access {
+    /// The `access::*` right an operation through this access needs.
+    fn right(&self, op: Op) -> u32 {
+        match (self.remote, op) {
+            (false, Op::Read) => 0,
+            (false, Op::Write | Op::Atomic) => access::LOCAL_WRITE,
+            (true, Op::Read) => access::REMOTE_READ,
+            (true, Op::Write) => access::REMOTE_WRITE,
+            (true, Op::Atomic) => access::REMOTE_ATOMIC,
+        }
+    }
+}
+
 /// A registered memory region.
+///
+/// Its memory is reached only through the checked accessors below, each of which holds the
+/// binding lock while it copies: invalidation, REG_MR and deregistration take that lock, so
+/// once they return no access through an old key is in progress or can start (a kernel user
+/// may then reuse the pages at once; a process gets no more writes into memory it
+/// deregistered).
 #[pin_data]
 pub(crate) struct Mr {
     /// The key the table assigned (`index << 8 | tag`); a fast-registration MR's current key
     /// has the same index and the user's low byte.
     pub(crate) base_key: u32,
     pub(crate) pdn: u32,
-    pub(crate) mem: MrMem,
+    mem: MrMem,
     #[pin]
     bind: SpinLock<Binding>,
 }
@@ -89,16 +131,18 @@ pub(crate) struct Mr {
 /// Why an access to an MR was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MrError {
-    /// No such key (or a stale one, or an invalidated fast-registration MR).
+    /// No such key (or a stale one, or an invalidated or deregistered MR).
     Key,
     /// Another protection domain.
     Pd,
     /// The MR lacks the access right.
     Rights,
-    /// Outside the MR.
+    /// Outside the MR, or outside the access's own range.
     Bounds,
     /// The operation does not apply to this kind of MR (or its state).
     State,
+    /// The memory could not be accessed (misaligned atomic, unmapped kernel address).
+    Fault,
 }
 
 impl Mr {
@@ -124,38 +168,72 @@ impl Mr {
         )
     }
 
-    fn binding(&self) -> Binding {
-        *self.bind.lock()
-    }
-
-    /// Checks an access through `key` (still the MR's valid key) from PD `pdn` that needs
-    /// the rights `need` (`access::*`; none for a local read) to `[va, va + len)`, and returns
-    /// its byte offset in the MR. One look at the binding, which REG_MR and invalidation
-    /// change.
-    pub(crate) fn access(
-        &self,
-        key: u32,
-        pdn: u32,
-        need: u32,
-        va: u64,
-        len: u64,
-    ) -> Result<usize, MrError> {
-        if self.pdn != pdn {
+    /// The byte offset in the MR of `[a.va + at, a.va + at + n)` if `b` allows `op` through
+    /// the access `a` and that piece lies inside `a`'s own range.
+    fn offset(&self, b: &Binding, a: &Access, op: Op, at: u64, n: u64) -> Result<usize, MrError> {
+        if self.pdn != a.pdn {
             return Err(MrError::Pd);
         }
-        let b = self.binding();
-        if !b.valid || b.key != key {
+        if !b.valid || b.key != a.key {
             return Err(MrError::Key);
         }
+        let need = a.right(op);
         if b.access & need != need {
             return Err(MrError::Rights);
         }
-        let off = va.checked_sub(b.iova).ok_or(MrError::Bounds)?;
-        let end = off.checked_add(len).ok_or(MrError::Bounds)?;
+        let off = a.va.checked_sub(b.iova).ok_or(MrError::Bounds)?;
+        let end = off.checked_add(a.len).ok_or(MrError::Bounds)?;
         if end > b.len {
             return Err(MrError::Bounds);
         }
-        usize::try_from(off).map_err(|_| MrError::Bounds)
+        let piece_end = at.checked_add(n).ok_or(MrError::Bounds)?;
+        if piece_end > a.len {
+            return Err(MrError::Bounds);
+        }
+        usize::try_from(off + at).map_err(|_| MrError::Bounds)
+    }
+
+    /// Checks `op` through the access `a` as a whole without touching memory (the first
+    /// packet of a message checks the whole message).
+    pub(crate) fn check(&self, a: &Access, op: Op) -> Result<(), MrError> {
+        let b = self.bind.lock();
+        self.offset(&b, a, op, 0, 0).map(|_| ())
+    }
+
+    /// Copies `dst.len()` bytes from byte `at` of the access `a`.
+    pub(crate) fn read(&self, a: &Access, at: u64, dst: &mut [u8]) -> Result<(), MrError> {
+        let b = self.bind.lock();
+        let off = self.offset(&b, a, Op::Read, at, dst.len() as u64)?;
+        self.mem.read(off, dst).map_err(|_| MrError::Fault)
+    }
+
+    /// Copies `src` to byte `at` of the access `a`.
+    pub(crate) fn write(&self, a: &Access, at: u64, src: &[u8]) -> Result<(), MrError> {
+        let b = self.bind.lock();
+        let off = self.offset(&b, a, Op::Write, at, src.len() as u64)?;
+        self.mem.write(off, src).map_err(|_| MrError::Fault)
+    }
+
+    /// An 8-byte compare-and-swap at the access `a` (of 8 bytes); returns the old value.
+    pub(crate) fn compare_swap(&self, a: &Access, cmp: u64, swap: u64) -> Result<u64, MrError> {
+        let b = self.bind.lock();
+        let off = self.offset(&b, a, Op::Atomic, 0, 8)?;
+        self.mem
+            .compare_swap(off, cmp, swap)
+            .map_err(|_| MrError::Fault)
+    }
+
+    /// An 8-byte fetch-and-add at the access `a` (of 8 bytes); returns the old value.
+    pub(crate) fn fetch_add(&self, a: &Access, add: u64) -> Result<u64, MrError> {
+        let b = self.bind.lock();
+        let off = self.offset(&b, a, Op::Atomic, 0, 8)?;
+        self.mem.fetch_add(off, add).map_err(|_| MrError::Fault)
+    }
+
+    /// Deregistration: no key gives access any more, also through references still held by
+    /// work in progress (a responder's read resource, a WRITE half received).
+    pub(crate) fn revoke(&self) {
+        self.bind.lock().valid = false;
     }
 
     /// REG_MR: makes an invalid fast-registration MR valid under `key` with `access` over
@@ -270,12 +348,16 @@ impl MrTable {
         self.slots.get((key >> 8) as usize)?.mr.clone()
     }
 
-    /// Removes the MR of `key`.
+    /// Removes the MR of `key` and revokes it (see [`Mr::revoke`]).
     pub(crate) fn remove(&mut self, key: u32) -> Option<Arc<Mr>> {
         let slot = self.slots.get_mut((key >> 8) as usize)?;
         if slot.mr.as_ref().is_some_and(|m| m.base_key == key) {
             self.live -= 1;
-            slot.mr.take()
+            let mr = slot.mr.take();
+            if let Some(m) = &mr {
+                m.revoke();
+            }
+            mr
         } else {
             None
         }

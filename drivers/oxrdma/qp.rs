@@ -12,7 +12,7 @@
 
 use crate::cq::CqInner;
 use crate::engine::Engine;
-use crate::mr::MrError;
+use crate::mr::{Access, Mr, MrError};
 use crate::ox::rdma::kverbs::{RecvWr, SendOp as KOp, SendWr};
 use crate::ox::rdma::verbs::{
     access, modify_is_ok, Path, QpAttrs, QpCaps, QpEvent, QpEvents, QpState as St, QpType,
@@ -81,21 +81,22 @@ struct RecvProgress {
     offset: u64,
 }
 
-/// An RDMA WRITE being received across packets.
+/// An RDMA WRITE being received across packets. Each packet's write is checked against the
+/// MR again: an invalidation or deregistration ends the message.
 struct WriteProgress {
-    mr: Arc<crate::mr::Mr>,
-    offset: usize,
-    remaining: u64,
-    /// The RETH's DMA length (the byte count of a WRITE with immediate's receive completion).
-    total: u32,
+    mr: Arc<Mr>,
+    /// The RETH's access (its R_Key, address and whole length).
+    access: Access,
+    /// Bytes written so far.
+    done: u64,
 }
 
-/// A responder resource's request, to replay read responses.
+/// A responder resource's RDMA READ, to send (and replay) its responses; each response is
+/// read through the request's access, checked again at that moment.
 #[derive(Clone)]
 struct ReadCtx {
-    mr: Arc<crate::mr::Mr>,
-    offset: usize,
-    len: u32,
+    mr: Arc<Mr>,
+    access: Access,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -576,17 +577,17 @@ fn set_max<T: PartialOrd + Copy>(field: &mut T, v: Option<T>, max: T) -> Result 
     }
 }
 
-/// Walks the buffer the SGEs describe from byte `offset` on for `len` bytes: checks each
-/// piece's MR (L_Key live, same PD, local write if `write`, in bounds) and calls
-/// `f(mr, offset in the MR, offset in the caller's buffer, length)`.
+/// Walks the buffer the SGEs describe from byte `offset` on for `len` bytes: for each piece,
+/// the MR its L_Key names, the access the SGE grants (L_Key, PD, local write if `write`, the
+/// SGE's whole range, checked again at each use) and `f(mr, access, offset in the SGE, range
+/// in the caller's buffer)`.
 fn walk_sges(
     engine: &Engine,
     pdn: u32,
     sges: &[Sge],
     offset: u64,
     len: usize,
-    write: bool,
-    mut f: impl FnMut(&crate::mr::Mr, usize, usize, usize) -> bool,
+    mut f: impl FnMut(&Mr, &Access, u64, core::ops::Range<usize>) -> Result<(), MrError>,
 ) -> Result<(), u8> {
     let mut skip = offset;
     let mut done = 0usize;
@@ -600,14 +601,15 @@ fn walk_sges(
             continue;
         }
         let n = ((sl - skip) as usize).min(len - done);
-        let need = if write { access::LOCAL_WRITE } else { 0 };
+        let a = Access {
+            key: s.lkey,
+            pdn,
+            remote: false,
+            va: s.addr,
+            len: sl,
+        };
         let mr = engine.mr_slot(s.lkey).ok_or(wc_status::LOC_PROT_ERR)?;
-        let base = mr
-            .access(s.lkey, pdn, need, s.addr, sl)
-            .map_err(|_| wc_status::LOC_PROT_ERR)?;
-        if !f(&mr, base + skip as usize, done, n) {
-            return Err(wc_status::LOC_PROT_ERR);
-        }
+        f(&mr, &a, skip, done..done + n).map_err(|_| wc_status::LOC_PROT_ERR)?;
         done += n;
         skip = 0;
     }
@@ -629,26 +631,14 @@ fn gather(engine: &Engine, pdn: u32, op: &SendOp, offset: usize, buf: &mut [u8])
         return Ok(());
     }
     let len = buf.len();
-    walk_sges(
-        engine,
-        pdn,
-        &op.sges,
-        offset as u64,
-        len,
-        false,
-        |mr, at, pos, n| mr.mem.read(at, &mut buf[pos..pos + n]).is_ok(),
-    )
+    walk_sges(engine, pdn, &op.sges, offset as u64, len, |mr, a, at, r| {
+        mr.read(a, at, &mut buf[r])
+    })
 }
 
 /// Copies `data` into the buffer the SGEs describe, from byte `offset` on.
 fn scatter(engine: &Engine, pdn: u32, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), u8> {
-    walk_sges(
-        engine,
-        pdn,
-        sges,
-        offset,
-        data.len(),
-        true,
-        |mr, at, pos, n| mr.mem.write(at, &data[pos..pos + n]).is_ok(),
-    )
+    walk_sges(engine, pdn, sges, offset, data.len(), |mr, a, at, r| {
+        mr.write(a, at, &data[r])
+    })
 }

@@ -3,6 +3,26 @@
 //! (requests from the peer): placing data, executing atomics, ACKs, NAKs and replays.
 
 use super::*;
+use crate::mr::Op;
+
+/// Why an in-sequence request is refused: the NAK to send (at `psn`, else at the request's
+/// PSN) and the status of the receive completion it ends, if one is in progress.
+#[derive(Clone, Copy)]
+pub(super) struct Refusal {
+    code: NakCode,
+    status: u8,
+    psn: Option<Psn>,
+}
+
+impl Refusal {
+    const fn new(code: NakCode, status: u8) -> Self {
+        Self {
+            code,
+            status,
+            psn: None,
+        }
+    }
+}
 
 impl QpInner {
     // ---- the receive side ------------------------------------------------------------------
@@ -132,15 +152,15 @@ impl QpInner {
                         self.events.raise(QpEvent::CommEstablished);
                     }
                 }
-                Err((code, wc)) => {
+                Err(Refusal { code, status, psn }) => {
                     let Some(resp) = st.resp.as_mut() else { return };
-                    let a = resp.reject(req.psn, code);
+                    let a = resp.reject(psn.unwrap_or(req.psn), code);
                     self.send_ack(st, &a);
                     if let Some(p) = st.recv.take() {
                         self.recv_cq.push(
                             &Cqe {
                                 wr_id: p.entry.wr_id,
-                                status: wc,
+                                status,
                                 opcode: wc_opcode::RECV,
                                 qp_num: self.qpn,
                                 ..Default::default()
@@ -160,26 +180,36 @@ impl QpInner {
             ResponderAction::ReAck(a) | ResponderAction::Nak(a) | ResponderAction::RnrNak(a) => {
                 self.send_ack(st, &a)
             }
-            ResponderAction::Replay { slot, from, count } => self.replay(st, slot, from, count),
+            ResponderAction::Replay { slot, from, count } => {
+                // A duplicate READ whose R_Key no longer gives access (invalidated,
+                // deregistered) is refused like a new one, and nothing of it is resent.
+                if let Err(psn) = self.replay(st, slot, from, count) {
+                    let Some(resp) = st.resp.as_mut() else { return };
+                    let a = resp.reject(psn, NakCode::RemoteAccessError);
+                    self.send_ack(st, &a);
+                    self.events.raise(QpEvent::AccessError);
+                    self.to_error(st, None);
+                }
+            }
             ResponderAction::Drop => {}
         }
     }
 
-    /// Executes an in-sequence request. Errors: the NAK code and the receive status.
+    /// Executes an in-sequence request.
     pub(super) fn execute(
         &self,
         st: &mut QpState,
         pkt: &Packet,
         bytes: &[u8],
         slot: Option<usize>,
-    ) -> Result<(), (NakCode, u8)> {
+    ) -> Result<(), Refusal> {
         let opc = pkt.opcode;
         let pos = opc.position();
         let first = matches!(pos, Position::First | Position::Only);
         let last = matches!(pos, Position::Last | Position::Only);
         let payload = pkt.payload(bytes);
-        let inval = (NakCode::InvalidRequest, wc_status::REM_INV_REQ_ERR);
-        let access_err = (NakCode::RemoteAccessError, wc_status::REM_ACCESS_ERR);
+        let inval = Refusal::new(NakCode::InvalidRequest, wc_status::REM_INV_REQ_ERR);
+        let access_err = Refusal::new(NakCode::RemoteAccessError, wc_status::REM_ACCESS_ERR);
         match opc.operation() {
             Operation::Send => {
                 if first {
@@ -189,7 +219,10 @@ impl QpInner {
                     match self.rq.take() {
                         Ok(Some(entry)) => st.recv = Some(RecvProgress { entry, offset: 0 }),
                         _ => {
-                            return Err((NakCode::RemoteOperationalError, wc_status::LOC_QP_OP_ERR))
+                            return Err(Refusal::new(
+                                NakCode::RemoteOperationalError,
+                                wc_status::LOC_QP_OP_ERR,
+                            ))
                         }
                     }
                 }
@@ -197,10 +230,13 @@ impl QpInner {
                     return Err(inval);
                 };
                 if p.offset + payload.len() as u64 > p.entry.capacity() {
-                    return Err((NakCode::InvalidRequest, wc_status::LOC_LEN_ERR));
+                    return Err(Refusal::new(
+                        NakCode::InvalidRequest,
+                        wc_status::LOC_LEN_ERR,
+                    ));
                 }
                 if let Err(s) = scatter(&self.engine, self.pdn, &p.entry.sges, p.offset, payload) {
-                    return Err((NakCode::RemoteOperationalError, s));
+                    return Err(Refusal::new(NakCode::RemoteOperationalError, s));
                 }
                 p.offset += payload.len() as u64;
                 if last {
@@ -241,48 +277,43 @@ impl QpInner {
                     let Some(reth) = pkt.headers.reth else {
                         return Err(inval);
                     };
-                    let (mr, offset) = self
-                        .remote_mr(
-                            st,
-                            access::REMOTE_WRITE,
-                            reth.rkey,
-                            reth.va,
-                            reth.dma_len.into(),
-                        )
+                    let (mr, access) = self
+                        .remote_mr(st, Op::Write, reth.rkey, reth.va, reth.dma_len.into())
                         .map_err(|_| access_err)?;
                     st.write = Some(WriteProgress {
                         mr,
-                        offset,
-                        remaining: u64::from(reth.dma_len),
-                        total: reth.dma_len,
+                        access,
+                        done: 0,
                     });
                 }
                 let Some(w) = st.write.as_mut() else {
                     return Err(inval);
                 };
-                if payload.len() as u64 > w.remaining {
+                if w.done + payload.len() as u64 > w.access.len {
                     return Err(inval);
                 }
-                w.mr.mem.write(w.offset, payload).map_err(|_| access_err)?;
-                w.offset += payload.len();
-                w.remaining -= payload.len() as u64;
+                // Checked again per packet: the MR may have been invalidated or
+                // deregistered since the first.
+                w.mr.write(&w.access, w.done, payload)
+                    .map_err(|_| access_err)?;
+                w.done += payload.len() as u64;
                 if last {
                     let w = st.write.take();
-                    if w.as_ref().is_some_and(|w| w.remaining != 0) {
+                    if w.as_ref().is_some_and(|w| w.done != w.access.len) {
                         return Err(inval);
                     }
                     if let Some(i) = pkt.headers.imm_dt {
                         let entry = match self.rq.take() {
                             Ok(Some(e)) => e,
                             _ => {
-                                return Err((
+                                return Err(Refusal::new(
                                     NakCode::RemoteOperationalError,
                                     wc_status::LOC_QP_OP_ERR,
                                 ))
                             }
                         };
                         // The RETH came with the first packet; this is the last.
-                        let len = w.as_ref().map_or(0, |w| w.total);
+                        let len = w.as_ref().map_or(0, |w| w.access.len as u32);
                         self.recv_cq.push(
                             &Cqe {
                                 wr_id: entry.wr_id,
@@ -305,73 +336,94 @@ impl QpInner {
                 let (Some(reth), Some(slot)) = (pkt.headers.reth, slot) else {
                     return Err(inval);
                 };
-                let (mr, offset) = self
-                    .remote_mr(
-                        st,
-                        access::REMOTE_READ,
-                        reth.rkey,
-                        reth.va,
-                        reth.dma_len.into(),
-                    )
+                let (mr, access) = self
+                    .remote_mr(st, Op::Read, reth.rkey, reth.va, reth.dma_len.into())
                     .map_err(|_| access_err)?;
                 if let Some(r) = st.reads.get_mut(slot) {
-                    *r = Some(ReadCtx {
-                        mr,
-                        offset,
-                        len: reth.dma_len,
-                    });
+                    *r = Some(ReadCtx { mr, access });
                 }
                 let n = packets_for(reth.dma_len, st.attrs.pmtu);
-                self.replay(st, slot, pkt.headers.bth.psn, n);
-                Ok(())
+                self.replay(st, slot, pkt.headers.bth.psn, n)
+                    .map_err(|psn| Refusal {
+                        psn: Some(psn),
+                        ..access_err
+                    })
             }
             Operation::CompareSwap | Operation::FetchAdd => {
                 let (Some(a), Some(slot)) = (pkt.headers.atomic_eth, slot) else {
                     return Err(inval);
                 };
-                let (mr, off) = self
-                    .remote_mr(st, access::REMOTE_ATOMIC, a.rkey, a.va, 8)
+                let (mr, acc) = self
+                    .remote_mr(st, Op::Atomic, a.rkey, a.va, 8)
                     .map_err(|_| access_err)?;
                 let orig = if opc.operation() == Operation::CompareSwap {
-                    mr.mem.compare_swap(off, a.compare, a.swap_add)
+                    mr.compare_swap(&acc, a.compare, a.swap_add)
                 } else {
-                    mr.mem.fetch_add(off, a.swap_add)
+                    mr.fetch_add(&acc, a.swap_add)
                 };
-                let orig =
-                    orig.map_err(|_| (NakCode::InvalidRequest, wc_status::REM_INV_REQ_ERR))?;
+                let orig = orig.map_err(|e| match e {
+                    // Misaligned: an invalid request (IBA 9.4.5).
+                    MrError::Fault => inval,
+                    _ => access_err,
+                })?;
                 if let Some(r) = st.resp.as_mut().and_then(|r| r.resource_mut(slot)) {
                     r.data = orig;
                 }
-                self.replay(st, slot, pkt.headers.bth.psn, 1);
-                Ok(())
+                self.replay(st, slot, pkt.headers.bth.psn, 1)
+                    .map_err(|psn| Refusal {
+                        psn: Some(psn),
+                        ..access_err
+                    })
             }
             _ => Err(inval),
         }
     }
 
-    /// The MR and byte offset a remote access of `len` bytes at `va` with `rkey` may use:
-    /// the QP allows the access, the key is live, same PD, the MR grants it, in bounds.
+    /// The MR a remote `op` on `len` bytes at `va` with `rkey` may use, and that access:
+    /// the QP allows it, the key is live, same PD, the MR grants it, in bounds.
     pub(super) fn remote_mr(
         &self,
         st: &QpState,
-        right: u32,
+        op: Op,
         rkey: u32,
         va: u64,
         len: u64,
-    ) -> Result<(Arc<crate::mr::Mr>, usize), MrError> {
+    ) -> Result<(Arc<Mr>, Access), MrError> {
+        let right = match op {
+            Op::Read => access::REMOTE_READ,
+            Op::Write => access::REMOTE_WRITE,
+            Op::Atomic => access::REMOTE_ATOMIC,
+        };
         if st.attrs.access & right == 0 {
             return Err(MrError::Rights);
         }
+        let a = Access {
+            key: rkey,
+            pdn: self.pdn,
+            remote: true,
+            va,
+            len,
+        };
         let mr = self.engine.mr_slot(rkey).ok_or(MrError::Key)?;
-        let off = mr.access(rkey, self.pdn, right, va, len)?;
-        Ok((mr, off))
+        mr.check(&a, op)?;
+        Ok((mr, a))
     }
 
-    /// Sends `count` responses of the resource in `slot` from PSN `from` on.
-    pub(super) fn replay(&self, st: &QpState, slot: usize, from: Psn, count: u32) {
-        let Some(path) = self.tx_path(st) else { return };
+    /// Sends `count` responses of the resource in `slot` from PSN `from` on. A READ's data is
+    /// read through its access, checked again now: if the MR no longer allows it, nothing
+    /// more is sent and the PSN of the response that was refused is returned.
+    pub(super) fn replay(
+        &self,
+        st: &QpState,
+        slot: usize,
+        from: Psn,
+        count: u32,
+    ) -> Result<(), Psn> {
+        let Some(path) = self.tx_path(st) else {
+            return Ok(());
+        };
         let Some(res) = st.resp.as_ref().and_then(|r| r.resource(slot)).copied() else {
-            return;
+            return Ok(());
         };
         let msn = st.resp.as_ref().map_or(0, |r| r.msn());
         let ack = Aeth::new(
@@ -385,28 +437,33 @@ impl QpInner {
             h.aeth = Some(ack);
             h.atomic_ack_eth = Some(AtomicAckEth { orig: res.data });
             let _ = self.engine.send(&path, &h, 0, |_| true);
-            return;
+            return Ok(());
         }
         let Some(Some(rd)) = st.reads.get(slot) else {
-            return;
+            return Ok(());
         };
         let pmtu = st.attrs.pmtu.max(256);
         let n = res.npsn;
+        let total = rd.access.len;
         let start = from.diff(res.first_psn).max(0) as u32;
         for i in start..(start + count).min(n) {
             let off = i as u64 * u64::from(pmtu);
-            let len =
-                (u64::from(rd.len) - off.min(u64::from(rd.len))).min(u64::from(pmtu)) as usize;
+            let len = (total - off.min(total)).min(u64::from(pmtu)) as usize;
             let opc = read_response_opcode(i, n);
-            let mut h = Headers::new(self.bth(st, opc, res.first_psn.add(i as i32)));
+            let psn = res.first_psn.add(i as i32);
+            let mut h = Headers::new(self.bth(st, opc, psn));
             if !matches!(opc, Opcode::RcRdmaReadResponseMiddle) {
                 h.aeth = Some(ack);
             }
-            let mr = &rd.mr;
-            let at = rd.offset + off as usize;
-            let _ = self
-                .engine
-                .send(&path, &h, len, |buf| mr.mem.read(at, buf).is_ok());
+            let mut refused = false;
+            let _ = self.engine.send(&path, &h, len, |buf| {
+                refused = rd.mr.read(&rd.access, off, buf).is_err();
+                !refused
+            });
+            if refused {
+                return Err(psn);
+            }
         }
+        Ok(())
     }
 }

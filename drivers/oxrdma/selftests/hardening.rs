@@ -4,9 +4,12 @@
 //! longer valid.
 
 use crate::kunit_suite;
+use crate::mr::{Access, Mr, MrError, MrMem, Op};
 use crate::ox::kunit::Test;
+use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
 use crate::ox::rdma::kverbs::{RecvWr, Sge};
 use crate::ox::rdma::mmap::RingBuf;
+use crate::ox::rdma::verbs::access;
 use crate::queue::{Geometry, RecvQueue};
 use crate::uapi::queue::{recv_slot_size, RECV_WQE_SIZE, SGE_SIZE};
 use crate::uapi::ring::RING_HEADER_SIZE;
@@ -96,11 +99,100 @@ fn rq_flush_is_bounded(t: &mut Test) {
     t.expect_eq(later, 3);
 }
 
+/// A reference to an MR kept by work in progress (a responder's READ resource, a WRITE half
+/// received) gives no access once the key is invalidated or the MR deregistered, and a
+/// re-registration under a new key does not revive the old one.
+fn mr_access_ends_with_its_key(t: &mut Test) {
+    let Ok(page) = KVec::from_elem(0x5au8, 4096, GFP_KERNEL) else {
+        return t.fail(format_args!("allocation"));
+    };
+    let addr = page.as_ptr() as u64;
+    if addr % 4096 != 0 {
+        return t.fail(format_args!("kmalloc(4096) not page aligned"));
+    }
+    let Ok(fr) = FastRegPages::new(1) else {
+        return t.fail(format_args!("FastRegPages::new"));
+    };
+    fr.begin(4096);
+    t.expect(fr.push(addr).is_ok(), "page");
+    fr.finish(0x10000);
+    let base = 7 << 8;
+    let Ok(mr) = Mr::new(base, 1, MrMem::Fast(fr), 0, 0, 0) else {
+        return t.fail(format_args!("Mr::new"));
+    };
+    let read = |key: u32, pdn: u32| Access {
+        key,
+        pdn,
+        remote: true,
+        va: 0x10000,
+        len: 64,
+    };
+    let mut buf = [0u8; 16];
+    t.expect_eq(mr.read(&read(base | 1, 1), 0, &mut buf), Err(MrError::Key));
+    t.expect(
+        mr.register(1, base | 1, access::REMOTE_READ, 0x10000, 4096)
+            .is_ok(),
+        "REG_MR",
+    );
+    // The "responder" keeps its reference and its access across what follows.
+    let kept = mr.clone();
+    let a = read(base | 1, 1);
+    t.expect_eq(kept.check(&a, Op::Read), Ok(()));
+    t.expect_eq(kept.check(&a, Op::Write), Err(MrError::Rights));
+    t.expect_eq(kept.read(&a, 8, &mut buf), Ok(()));
+    t.expect_eq(buf[0], 0x5a);
+    t.expect_eq(kept.read(&read(base | 1, 2), 0, &mut buf), Err(MrError::Pd));
+    t.expect_eq(kept.read(&a, 60, &mut buf), Err(MrError::Bounds));
+    t.expect_eq(kept.write(&a, 0, &buf), Err(MrError::Rights));
+    // LOCAL_INV / SEND with invalidate.
+    t.expect(mr.invalidate(1, base | 1).is_ok(), "invalidate");
+    t.expect_eq(kept.read(&a, 0, &mut buf), Err(MrError::Key));
+    // Registered again under a new key: the old access stays dead.
+    t.expect(
+        mr.register(1, base | 2, access::REMOTE_READ, 0x10000, 4096)
+            .is_ok(),
+        "REG_MR again",
+    );
+    t.expect_eq(kept.read(&a, 0, &mut buf), Err(MrError::Key));
+    t.expect_eq(kept.read(&read(base | 2, 1), 0, &mut buf), Ok(()));
+    // Deregistration.
+    mr.revoke();
+    t.expect_eq(
+        kept.read(&read(base | 2, 1), 0, &mut buf),
+        Err(MrError::Key),
+    );
+
+    // A DMA MR (all of kernel memory) ends the same way.
+    let Ok(dma) = Mr::new(
+        9 << 8,
+        1,
+        MrMem::Dma(KernelMem::new()),
+        access::REMOTE_WRITE,
+        0,
+        u64::MAX,
+    ) else {
+        return t.fail(format_args!("Mr::new"));
+    };
+    let w = Access {
+        key: 9 << 8,
+        pdn: 1,
+        remote: true,
+        va: addr,
+        len: 8,
+    };
+    t.expect_eq(dma.write(&w, 0, &[1, 2]), Ok(()));
+    t.expect_eq(page[1], 2);
+    dma.revoke();
+    t.expect_eq(dma.write(&w, 0, &[3, 4]), Err(MrError::Key));
+    t.expect_eq(page[1], 2);
+}
+
 kunit_suite!(
     hardening_suite,
     "oxrdma_hardening",
     [
         ida_numbers_are_never_shared,
-        rq_flush_is_bounded
+        rq_flush_is_bounded,
+        mr_access_ends_with_its_key
     ]
 );
