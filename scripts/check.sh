@@ -39,6 +39,17 @@ if want host; then
 	fi
 fi
 
+# The RoCE v2 packet injector the hostile-peer VM tests use: its own host test against the
+# rxe captures (ICRC, masks, byte-exact rebuilds).
+if want host; then
+	echo "== host: injector"
+	if python3 -B "$OX_ROOT/tests/vm/inject/test_roce.py" >"$logs/inject-test.log" 2>&1; then
+		ok "host: RoCE v2 injector builds and parses the rxe captures byte for byte"
+	else
+		ko "host: injector test" "see out/check/inject-test.log"; tail -20 "$logs/inject-test.log"
+	fi
+fi
+
 # The userspace provider: built for the VM tests, loaded into the host's libibverbs here.
 if want host || want vm; then
 	echo "== provider"

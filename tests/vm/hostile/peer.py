@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""A hostile RoCE v2 peer (tests/vm/inject/roce.py, packets with valid ICRCs) against live QPs
+of an oxroce device: what a responder must refuse once an MR is gone.
+
+    peer.py DEV GID_INDEX DEV_IP PEER_NETNS PEER_IP
+
+DEV (IPv4 address DEV_IP, RoCE v2 GID GID_INDEX) is in this process's namespace; the
+injector's sockets are made in PEER_NETNS (address PEER_IP), where nothing owns UDP port 4791. Each scenario connects a fresh RC QP of DEV to
+a made-up QP of the peer (its QPN and PSNs are known to the injector) and plays the peer by
+hand. Prints one line per scenario and "peer: N scenarios ok"; exits 1 on the first
+unexpected outcome.
+"""
+import ctypes
+import mmap
+import os
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.addr import GID, AHAttr, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inject"))
+import roce  # noqa: E402
+
+CLONE_NEWNET = 0x40000000
+PEER_QPN = 0x123
+RQ_PSN, SQ_PSN = 1000, 5000
+
+
+def enter_netns(name):
+    """Moves this thread into network namespace NAME (sockets made afterwards live there)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            sys.exit(f"FAIL: setns({name}): {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", flush=True)
+    sys.exit(1)
+
+
+class Buf:
+    """Page-aligned process memory of our own: it stays readable after its MR is gone."""
+
+    def __init__(self, n, fill=0):
+        self.m = mmap.mmap(-1, n)
+        self.m.write(bytes([fill]) * n)
+        self.addr = ctypes.addressof(ctypes.c_char.from_buffer(self.m))
+        self.n = n
+
+    def bytes(self, off=0, n=None):
+        return bytes(self.m[off:off + (self.n - off if n is None else n)])
+
+
+class Victim:
+    """An RC QP of DEV in RTS, connected to the injector's made-up QP."""
+
+    def __init__(self, ctx, gid, peer_gid):
+        self.ctx = ctx
+        self.pd = PD(ctx)
+        self.cq = CQ(ctx, 16)
+        cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
+        self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq,
+                                         cap=cap))
+        a = QPAttr(port_num=1)
+        a.qp_access_flags = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
+                             | e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
+        gr = GlobalRoute(dgid=peer_gid, sgid_index=gid)
+        a.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr, dlid=0)
+        a.path_mtu = e.IBV_MTU_1024
+        a.dest_qp_num = PEER_QPN
+        a.rq_psn, a.sq_psn = RQ_PSN, SQ_PSN
+        a.max_rd_atomic = a.max_dest_rd_atomic = 4
+        a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 1, 14, 7, 7
+        self.qp.to_rts(a)
+        self.qpn = self.qp.qp_num
+
+    def mr(self, buf, access):
+        return MR(self.pd, buf.n, access, address=buf.addr)
+
+    def state(self):
+        attr, _ = self.qp.query(e.IBV_QP_STATE)
+        return attr.qp_state
+
+
+def expect_nak(inj, psn, code, what, secs=3):
+    """Everything the victim sends within SECS: there must be a NAK CODE at PSN, and no data."""
+    got = inj.recv_all(secs)
+    data = [p for p in got if p.payload]
+    if data:
+        fail(f"{what}: the victim sent data: {[(hex(p.opcode), p.psn, len(p.payload)) for p in data]}")
+    acks = [p for p in got if p.opcode == roce.RC_ACKNOWLEDGE]
+    if not any(roce.nak_code(p) == code and p.psn == psn for p in acks):
+        fail(f"{what}: expected NAK {code} at PSN {psn}, got "
+             f"{[(roce.opcode_name(p.opcode), p.psn) for p in got]} "
+             f"(acknowledges: {[(p.psn, roce.nak_code(p)) for p in acks]})")
+    if not all(p.icrc_ok for p in got):
+        fail(f"{what}: a packet from the victim has a bad ICRC")
+
+
+def expect_error_state(v, what, secs=5):
+    end = time.monotonic() + secs
+    while v.state() != e.IBV_QPS_ERR:
+        if time.monotonic() > end:
+            fail(f"{what}: the victim QP is not in the error state ({v.state()})")
+        time.sleep(0.05)
+
+
+def main():
+    dev, gid, my_ip, peer_ns, peer_ip = sys.argv[1:6]
+    gid = int(gid)
+    ctx = Context(name=dev)
+    peer_gid = GID("0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x"
+                   % tuple(int(x) for x in peer_ip.split(".")))
+    enter_netns(peer_ns)
+    inj = roce.Injector(peer_ip, my_ip)
+    done = 0
+    keep = []  # QPs, PDs and buffers stay alive until the end
+
+    def rc(opcode, v, psn, **kw):
+        return roce.Pkt(opcode=opcode, dest_qp=v.qpn, psn=psn, **kw)
+
+    # 0. The injector itself: a READ of a live MR returns its bytes (control).
+    v = Victim(ctx, gid, peer_gid)
+    src = Buf(4096, 0x3c)
+    mr = v.mr(src, e.IBV_ACCESS_REMOTE_READ)
+    keep += [v, src, mr]
+    inj.send(rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=(src.addr, mr.rkey, 64)))
+    r = inj.recv(3)
+    if (r is None or r.opcode != roce.RC_RDMA_READ_RESPONSE_ONLY or r.psn != RQ_PSN
+            or r.payload != src.bytes(0, 64) or not r.icrc_ok):
+        fail(f"control READ: got {r and (hex(r.opcode), r.psn, len(r.payload), r.icrc_ok)}")
+    print("control: READ of a live MR answered with its 64 bytes", flush=True)
+    done += 1
+
+    # 1. A duplicate READ after its MR was deregistered: refused (remote access NAK), no data.
+    #    (The responder kept the MR of the first READ to answer duplicates.)
+    v = Victim(ctx, gid, peer_gid)
+    secret = Buf(4096, 0x5e)
+    mr = v.mr(secret, e.IBV_ACCESS_REMOTE_READ)
+    keep += [v, secret]
+    read = rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=(secret.addr, mr.rkey, 2048))
+    inj.send(read)
+    got = inj.recv_all(2)
+    if len([p for p in got if p.payload]) != 2:
+        fail(f"READ before dereg: {[(hex(p.opcode), p.psn) for p in got]}")
+    mr.close()
+    inj.send(read)
+    expect_nak(inj, RQ_PSN, roce.NAK_REMOTE_ACCESS, "duplicate READ after dereg_mr")
+    expect_error_state(v, "duplicate READ after dereg_mr")
+    print("duplicate READ after dereg_mr: remote access NAK, no data, QP in error", flush=True)
+    done += 1
+
+    # 2. The same with the duplicate asking for the second response only.
+    v = Victim(ctx, gid, peer_gid)
+    mr = v.mr(secret, e.IBV_ACCESS_REMOTE_READ)
+    keep += [v]
+    read = rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=(secret.addr, mr.rkey, 2048))
+    inj.send(read)
+    if len([p for p in inj.recv_all(2) if p.payload]) != 2:
+        fail("READ before dereg (2)")
+    mr.close()
+    inj.send(rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN + 1,
+                reth=(secret.addr + 1024, 0, 1024)))
+    expect_nak(inj, RQ_PSN + 1, roce.NAK_REMOTE_ACCESS, "partial duplicate READ after dereg_mr")
+    expect_error_state(v, "partial duplicate READ after dereg_mr")
+    print("partial duplicate READ after dereg_mr: remote access NAK, no data", flush=True)
+    done += 1
+
+    # 3. A WRITE in progress when its MR is deregistered: the rest is refused and not written.
+    v = Victim(ctx, gid, peer_gid)
+    dst = Buf(4096, 0)
+    mr = v.mr(dst, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+    keep += [v, dst]
+    inj.send(rc(roce.RC_RDMA_WRITE_FIRST, v, RQ_PSN, ack_req=True,
+                reth=(dst.addr, mr.rkey, 2048), payload=b"\xaa" * 1024))
+    a = inj.recv(3)
+    if a is None or a.opcode != roce.RC_ACKNOWLEDGE or roce.nak_code(a) is not None \
+            or a.psn != RQ_PSN:
+        fail(f"WRITE_FIRST: expected an ACK of PSN {RQ_PSN}, got {a and (hex(a.opcode), a.psn)}")
+    if dst.bytes(0, 1024) != b"\xaa" * 1024:
+        fail("WRITE_FIRST: data not placed")
+    mr.close()
+    inj.send(rc(roce.RC_RDMA_WRITE_LAST, v, RQ_PSN + 1, ack_req=True, payload=b"\xbb" * 1024))
+    expect_nak(inj, RQ_PSN + 1, roce.NAK_REMOTE_ACCESS, "WRITE_LAST after dereg_mr")
+    if dst.bytes(1024, 1024) != bytes(1024):
+        fail("WRITE_LAST after dereg_mr: the deregistered memory was written")
+    expect_error_state(v, "WRITE_LAST after dereg_mr")
+    print("WRITE_LAST after dereg_mr: remote access NAK, memory untouched", flush=True)
+    done += 1
+
+    inj.close()
+    print(f"peer: {done} scenarios ok")
+
+
+if __name__ == "__main__":
+    main()
