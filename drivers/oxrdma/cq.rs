@@ -9,9 +9,9 @@
 //! hence the interrupt-safe lock); beside each slot it keeps the QP the completion belongs
 //! to, which `ib_wc.qp` names.
 
-use crate::ox::rdma::kverbs::{Wc, WcOpcode, WcSink};
+use crate::ox::rdma::events::{CqEvents, QpEvents};
 use crate::ox::rdma::mmap::RingBuf;
-use crate::ox::rdma::verbs::{CqEvents, QpEvents};
+use crate::ox::rdma::wr::{Wc, WcOpcode, WcSink};
 use crate::ox::sync::SpinLockIrq;
 use crate::uapi::queue::{wc_opcode, Cqe, CQE_SIZE, WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV};
 use crate::uapi::ring::{

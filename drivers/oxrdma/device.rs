@@ -7,16 +7,19 @@ use crate::mr::{Mr, MrMem};
 use crate::ox::error::code;
 use crate::ox::ida::{Ida, IdaId};
 use crate::ox::net::NetDevice;
-use crate::ox::rdma::device::{
-    core_cap, device_cap, Device, DeviceAttrs, Driver, NodeKind, PortAttrs, PortImmutable, Udata,
+use crate::ox::rdma::attrs::{
+    core_cap, device_cap, uverbs_cmd, DeviceAttrs, LinkLayer, PortAttrs, PortImmutable,
+};
+use crate::ox::rdma::device::Device;
+use crate::ox::rdma::driver::{
+    CqCreated, CqInit, Driver, MrCreated, QpCreated, QpInit, SrqCreated, SrqInit,
 };
 use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
-use crate::ox::rdma::kverbs::{RecvWr, SendWr, WcSink};
 use crate::ox::rdma::mmap::RingBuf;
+use crate::ox::rdma::udata::{Udata, UserCall};
 use crate::ox::rdma::umem::UserMem;
-use crate::ox::rdma::verbs::{
-    srq_mask, CqInit, QpAttrs, QpCaps, QpInit, QpState, QpType, SrqAttrs, SrqInit, UserCtx,
-};
+use crate::ox::rdma::verbs::{srq_mask, QpAttrs, QpCaps, QpState, QpType, SrqAttrs};
+use crate::ox::rdma::wr::{RecvWrs, SendWrs, WcSink};
 use crate::qp::{NewQp, QpInner};
 use crate::queue::{Geometry, RecvQueue, SendRing, MAX_INLINE, MAX_SGE};
 use crate::uapi::queue::{
@@ -27,7 +30,9 @@ use crate::uapi::verbs::{self, Response};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
+use kernel::str::CStr;
 use kernel::sync::Arc;
+use kernel::types::ARef;
 
 /// Device limits. Documented in `Documentation/admin-guide.rst`; keep the two in step.
 pub(crate) mod limits {
@@ -57,18 +62,29 @@ const ROCE_CORE_CAPS: u32 = core_cap::PROT_ROCE | core_cap::PROT_ROCE_UDP_ENCAP 
 /// iWARP. `IW_CM` comes with the iw_cm ops.
 const IWARP_CORE_CAPS: u32 = core_cap::PROT_IWARP;
 
-/// A ring for a new object: mmappable memory for a process (the offset it maps), plain
-/// kernel memory for a kernel user.
-fn new_ring(ctx: &mut Option<&mut UserCtx<'_>>, len: usize) -> Result<(Arc<RingBuf>, u64)> {
-    match ctx {
-        Some(c) => c.new_ring(len),
-        None => Ok((RingBuf::new(len)?, 0)),
-    }
+/// What kind of device: RoCE or iWARP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeKind {
+    /// RoCE (v1 and v2) over Ethernet.
+    Roce,
+    /// iWARP over kernel TCP.
+    Iwarp,
+}
+
+/// A ring for a new object: memory a process maps (at the offset returned) or, for a kernel
+/// user, plain kernel memory. Each object has at most two (oxrdma's uAPI).
+fn new_ring(user: &mut Option<&mut UserCall<'_>>, len: usize) -> Result<(Arc<RingBuf>, u64)> {
+    let ring = RingBuf::new(len)?;
+    let offset = match user {
+        Some(c) => c.map_ring(&ring)?,
+        None => 0,
+    };
+    Ok((ring, offset))
 }
 
 /// Copies a create response to the process, if the caller is one.
-fn respond(ctx: &mut Option<&mut UserCtx<'_>>, resp: &[u8]) -> Result {
-    match ctx {
+fn respond(user: &mut Option<&mut UserCall<'_>>, resp: &[u8]) -> Result {
+    match user {
         Some(c) => c.respond(resp),
         None => Ok(()),
     }
@@ -85,7 +101,7 @@ pub(crate) struct OxDevice {
 }
 
 impl OxDevice {
-    pub(crate) fn new(kind: NodeKind, active: bool, netdev: NetDevice) -> Result<Self> {
+    pub(crate) fn new(kind: NodeKind, active: bool, netdev: ARef<NetDevice>) -> Result<Self> {
         Ok(Self {
             kind,
             engine: Engine::new(netdev)?,
@@ -97,7 +113,7 @@ impl OxDevice {
     /// Re-reads the port state from the netdev and tells ib_core if it changed.
     pub(crate) fn update_port_state(dev: &Device<Self>) {
         let Some(nd) = dev.netdev(1) else { return };
-        let active = nd.borrow().is_up();
+        let active = nd.is_up();
         if dev.port_active.swap(active, Ordering::AcqRel) != active {
             pr_info!(
                 "{}: port 1 {}\n",
@@ -109,7 +125,15 @@ impl OxDevice {
     }
 }
 
+#[vtable]
 impl Driver for OxDevice {
+    const NODE_DESC: &'static CStr = kernel::c_str!("oxrdma");
+    const LINK_LAYER: LinkLayer = LinkLayer::Ethernet;
+    const UVERBS_ABI_VERSION: u32 = crate::uapi::abi::OXRDMA_ABI_VERSION;
+    // The SQ doorbell is a POST_SEND command with no work requests; REQ_NOTIFY_CQ arms the
+    // completion event.
+    const UVERBS_CMD_MASK: u64 = uverbs_cmd::POST_SEND | uverbs_cmd::REQ_NOTIFY_CQ;
+
     type Ucontext = ();
     type Pd = Pd;
     type Cq = Cq;
@@ -152,7 +176,6 @@ impl Driver for OxDevice {
 
     fn query_port(dev: &Device<Self>, _port: u32) -> Result<PortAttrs> {
         let nd = dev.netdev(1).ok_or(ENODEV)?;
-        let nd = nd.borrow();
         let overhead = match dev.kind {
             NodeKind::Roce => ROCE_MAX_OVERHEAD,
             NodeKind::Iwarp => 0,
@@ -177,8 +200,8 @@ impl Driver for OxDevice {
         })
     }
 
-    fn port_immutable(dev: &Device<Self>, _port: u32) -> PortImmutable {
-        match dev.kind {
+    fn port_immutable(dev: &Device<Self>, _port: u32) -> Result<PortImmutable> {
+        Ok(match dev.kind {
             NodeKind::Roce => PortImmutable {
                 pkey_tbl_len: 1,
                 gid_tbl_len: limits::GID_TABLE_LEN,
@@ -191,17 +214,29 @@ impl Driver for OxDevice {
                 core_cap_flags: IWARP_CORE_CAPS,
                 max_mad_size: 0,
             },
+        })
+    }
+
+    /// One P_Key, the default full-membership one.
+    fn query_pkey(_dev: &Device<Self>, _port: u32, index: u16) -> Result<u16> {
+        match index {
+            0 => Ok(0xffff),
+            _ => Err(EINVAL),
         }
     }
 
+    fn hca_type(dev: &Device<Self>) -> &'static CStr {
+        crate::link::hca_type(dev.kind)
+    }
+
     /// iWARP has no GID table of IP addresses: its one GID is the MAC address, zero-padded.
-    fn query_gid(dev: &Device<Self>, _port: u32, index: i32) -> Result<[u8; 16]> {
+    fn query_gid(dev: &Device<Self>, _port: u32, index: u32) -> Result<[u8; 16]> {
         if dev.kind != NodeKind::Iwarp || index != 0 {
             return Err(EINVAL);
         }
         let nd = dev.netdev(1).ok_or(ENODEV)?;
         let mut gid = [0u8; 16];
-        gid[..6].copy_from_slice(&nd.borrow().mac());
+        gid[..6].copy_from_slice(&nd.mac());
         Ok(gid)
     }
 
@@ -239,8 +274,8 @@ impl Driver for OxDevice {
     fn create_cq(
         dev: &Device<Self>,
         init: CqInit,
-        mut ctx: Option<&mut UserCtx<'_>>,
-    ) -> Result<(Cq, u32)> {
+        mut ctx: Option<&mut UserCall<'_>>,
+    ) -> Result<CqCreated<Cq>> {
         if init.cqe > limits::MAX_CQE as u32 || init.cqe == 0 {
             return Err(EINVAL);
         }
@@ -259,7 +294,10 @@ impl Driver for OxDevice {
             slot_size: CQE_SIZE as u32,
         };
         respond(&mut ctx, resp.to_bytes().as_ref())?;
-        Ok((Cq(cq), slots))
+        Ok(CqCreated {
+            data: Cq(cq),
+            cqe: slots,
+        })
     }
 
     fn req_notify_cq(cq: &Cq, solicited_only: bool) -> Result<bool> {
@@ -269,8 +307,8 @@ impl Driver for OxDevice {
     fn create_qp(
         dev: &Device<Self>,
         init: QpInit<'_, Self>,
-        mut ctx: Option<&mut UserCtx<'_>>,
-    ) -> Result<(Qp, u32, QpCaps)> {
+        mut ctx: Option<&mut UserCall<'_>>,
+    ) -> Result<QpCreated<Qp>> {
         if init.qp_type != QpType::Rc {
             return Err(code::eopnotsupp());
         }
@@ -311,7 +349,7 @@ impl Driver for OxDevice {
         };
         granted.max_send_sge = granted.max_send_sge.min(MAX_SGE);
         let rq = match init.srq {
-            Some(srq) => srq.0.clone(),
+            Some(srq) => srq.q.clone(),
             None => {
                 let slots = ring_slots(c.max_recv_wr.max(1)).ok_or(EINVAL)?;
                 let sge = c.max_recv_sge.max(1);
@@ -367,7 +405,11 @@ impl Driver for OxDevice {
             return Err(e);
         }
         let qpn = qp.qpn;
-        Ok((Qp(qp), qpn, granted))
+        Ok(QpCreated {
+            data: Qp(qp),
+            qpn,
+            caps: granted,
+        })
     }
 
     fn modify_qp(qp: &Qp, attrs: &QpAttrs) -> Result {
@@ -386,16 +428,11 @@ impl Driver for OxDevice {
         qp.0.engine().remove_qp(qp.0.qpn);
     }
 
-    fn doorbell(qp: &Qp) -> Result {
-        qp.0.engine().doorbell(&qp.0);
-        Ok(())
-    }
-
     fn create_srq(
         dev: &Device<Self>,
         init: SrqInit<'_, Self>,
-        mut ctx: Option<&mut UserCtx<'_>>,
-    ) -> Result<(Srq, SrqAttrs)> {
+        mut ctx: Option<&mut UserCall<'_>>,
+    ) -> Result<SrqCreated<Srq>> {
         let a = init.attrs;
         if a.max_wr == 0
             || a.max_wr > limits::MAX_SRQ_WR as u32
@@ -427,15 +464,16 @@ impl Driver for OxDevice {
             slots,
             slot_size: slot,
         };
+        let kernel = ctx.is_none();
         respond(&mut ctx, resp.to_bytes().as_ref())?;
-        Ok((
-            Srq(q),
-            SrqAttrs {
+        Ok(SrqCreated {
+            data: Srq { q, kernel },
+            attrs: SrqAttrs {
                 max_wr: slots,
                 max_sge,
                 limit: a.limit,
             },
-        ))
+        })
     }
 
     fn modify_srq(srq: &Srq, attrs: &SrqAttrs, mask: u32) -> Result {
@@ -443,18 +481,18 @@ impl Driver for OxDevice {
             return Err(EINVAL);
         }
         if mask & srq_mask::LIMIT != 0 {
-            srq.0.set_limit(attrs.limit);
+            srq.q.set_limit(attrs.limit);
         }
         Ok(())
     }
 
-    fn query_srq(srq: &Srq) -> SrqAttrs {
-        let (slots, max_sge) = srq.0.geometry();
-        SrqAttrs {
+    fn query_srq(srq: &Srq) -> Result<SrqAttrs> {
+        let (slots, max_sge) = srq.q.geometry();
+        Ok(SrqAttrs {
             max_wr: slots,
             max_sge,
-            limit: srq.0.limit(),
-        }
+            limit: srq.q.limit(),
+        })
     }
 
     fn reg_user_mr(
@@ -463,7 +501,7 @@ impl Driver for OxDevice {
         mem: UserMem,
         iova: u64,
         access: u32,
-    ) -> Result<(MrData, u32, u32)> {
+    ) -> Result<MrCreated<MrData>> {
         let len = mem.len() as u64;
         new_mr(dev, pd.pdn(), MrMem::User(mem), access, iova, len)
     }
@@ -473,7 +511,7 @@ impl Driver for OxDevice {
         pd: &Pd,
         access: u32,
         mem: KernelMem,
-    ) -> Result<(MrData, u32, u32)> {
+    ) -> Result<MrCreated<MrData>> {
         new_mr(dev, pd.pdn(), MrMem::Dma(mem), access, 0, u64::MAX)
     }
 
@@ -482,23 +520,45 @@ impl Driver for OxDevice {
         pd: &Pd,
         max_pages: u32,
         pages: Arc<FastRegPages>,
-    ) -> Result<(MrData, u32, u32)> {
+    ) -> Result<MrCreated<MrData>> {
         if max_pages > limits::MAX_FAST_REG_PAGES {
             return Err(EINVAL);
         }
         new_mr(dev, pd.pdn(), MrMem::Fast(pages), 0, 0, 0)
     }
 
-    fn post_send(qp: &Qp, wr: &SendWr<'_>) -> Result {
-        qp.0.post_send(wr)
+    /// A process posts through its SQ ring: its POST_SEND command, with no work requests, is
+    /// the doorbell. Kernel users post work requests.
+    fn post_send(qp: &Qp, wrs: &mut SendWrs<'_>) -> Result {
+        if !qp.0.is_kernel() {
+            if !wrs.is_empty() {
+                return Err(EINVAL);
+            }
+            qp.0.engine().doorbell(&qp.0);
+            return Ok(());
+        }
+        for wr in wrs {
+            qp.0.post_send(&wr?)?;
+        }
+        Ok(())
     }
 
-    fn post_recv(qp: &Qp, wr: &RecvWr<'_>) -> Result {
-        qp.0.post_recv(wr)
+    fn post_recv(qp: &Qp, wrs: &mut RecvWrs<'_>) -> Result {
+        for wr in wrs {
+            qp.0.post_recv(&wr?)?;
+        }
+        Ok(())
     }
 
-    fn post_srq_recv(srq: &Srq, wr: &RecvWr<'_>) -> Result {
-        srq.0.post(wr)
+    /// Kernel SRQs only: a process posts through its SRQ ring.
+    fn post_srq_recv(srq: &Srq, wrs: &mut RecvWrs<'_>) -> Result {
+        if !srq.kernel {
+            return Err(EINVAL);
+        }
+        for wr in wrs {
+            srq.q.post(&wr?)?;
+        }
+        Ok(())
     }
 
     fn poll_cq(cq: &Cq, out: &mut WcSink<'_>) {
@@ -528,9 +588,13 @@ pub(crate) use crate::cq::Cq;
 pub(crate) use crate::qp::Qp;
 
 /// The driver data of an SRQ object.
-pub(crate) struct Srq(pub(crate) Arc<RecvQueue>);
+pub(crate) struct Srq {
+    pub(crate) q: Arc<RecvQueue>,
+    /// A kernel user's (posts through `post_srq_recv`), not a process's.
+    kernel: bool,
+}
 
-/// Adds an MR to the device's table; returns its data and its L_Key and R_Key (the same).
+/// Adds an MR to the device's table; its L_Key and R_Key are the same.
 fn new_mr(
     dev: &Device<OxDevice>,
     pdn: u32,
@@ -538,19 +602,19 @@ fn new_mr(
     access: u32,
     iova: u64,
     len: u64,
-) -> Result<(MrData, u32, u32)> {
+) -> Result<MrCreated<MrData>> {
     let mr = dev.engine.add_mr(limits::MAX_MR as usize, |key| {
         Mr::new(key, pdn, mem, access, iova, len)
     })?;
     let key = mr.base_key;
-    Ok((
-        MrData {
+    Ok(MrCreated {
+        data: MrData {
             key,
             engine: dev.engine.clone(),
         },
-        key,
-        key,
-    ))
+        lkey: key,
+        rkey: key,
+    })
 }
 
 /// The driver data of an MR object: its key in the engine's table.

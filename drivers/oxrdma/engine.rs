@@ -19,6 +19,7 @@ use crate::wire::ip::{self, IpAddr};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
 use crate::wire::packet::{self, Headers};
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use kernel::types::ARef;
 use kernel::{
     alloc::flags::GFP_KERNEL,
     alloc::KVec,
@@ -32,8 +33,7 @@ use kernel::{
 pub(crate) const QPN_BASE: u32 = 17;
 
 struct Misc {
-    netdev: Option<NetDevice>,
-    timer: Option<Timer<Engine>>,
+    netdev: Option<ARef<NetDevice>>,
     tunnel: Option<TunnelRef>,
     routes: KVec<CachedRoute>,
 }
@@ -66,6 +66,8 @@ pub(crate) struct Engine {
     mrs: Mutex<MrTable>,
     #[pin]
     misc: Mutex<Misc>,
+    #[pin]
+    timer: Timer<Engine>,
     dead: AtomicBool,
     ip_id: AtomicU32,
     /// The module's RoCE receiver (see [`RoceRx::gate`]).
@@ -77,15 +79,15 @@ impl_has_work! {
 }
 
 impl Engine {
-    pub(crate) fn new(netdev: NetDevice) -> Result<Arc<Self>> {
-        let e = Arc::pin_init(
-            pin_init!(Self {
+    pub(crate) fn new(netdev: ARef<NetDevice>) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(&this in Self {
                 work <- new_work!("oxrdma_engine"),
+                timer <- Timer::new(this),
                 qps <- new_mutex!(KVec::new()),
                 mrs <- new_mutex!(MrTable::new()),
                 misc <- new_mutex!(Misc {
                     netdev: Some(netdev),
-                    timer: None,
                     tunnel: None,
                     routes: KVec::new(),
                 }),
@@ -94,21 +96,18 @@ impl Engine {
                 rx: crate::link::roce_rx(),
             }),
             GFP_KERNEL,
-        )?;
-        let t = Timer::new(e.clone())?;
-        e.misc.lock().timer = Some(t);
-        Ok(e)
+        )
     }
 
     /// Stops the engine for good (device unregistered): no more work, timer or packets.
     pub(crate) fn shutdown(&self) {
         self.dead.store(true, Ordering::Release);
-        let (t, tun, nd, routes) = {
+        self.timer.cancel();
+        let (tun, nd, routes) = {
             let mut m = self.misc.lock();
             let routes = core::mem::replace(&mut m.routes, KVec::new());
-            (m.timer.take(), m.tunnel.take(), m.netdev.take(), routes)
+            (m.tunnel.take(), m.netdev.take(), routes)
         };
-        drop(t);
         drop(tun);
         drop(routes);
         drop(nd);
@@ -147,10 +146,9 @@ impl Engine {
     }
 
     /// Makes the timer fire by `deadline` (us) at the latest.
-    pub(crate) fn arm_by(&self, deadline: u64) {
-        if let Some(t) = self.misc.lock().timer.as_ref() {
-            t.arm_earlier_us(deadline.saturating_sub(now_us()));
-        }
+    pub(crate) fn arm_by(self: &Arc<Self>, deadline: u64) {
+        self.timer
+            .arm_earlier_us(self, deadline.saturating_sub(now_us()));
     }
 
     /// Queues a run of the engine.
@@ -163,9 +161,9 @@ impl Engine {
     /// The IB MTU the port runs at now.
     pub(crate) fn active_mtu(&self) -> u32 {
         let m = self.misc.lock();
-        m.netdev.as_ref().map_or(1024, |nd| {
-            ib_mtu_for_link(nd.borrow().mtu(), ROCE_MAX_OVERHEAD)
-        })
+        m.netdev
+            .as_ref()
+            .map_or(1024, |nd| ib_mtu_for_link(nd.mtu(), ROCE_MAX_OVERHEAD))
     }
 
     /// Opens the RoCE v2 port of the device's namespace if not yet open.
@@ -181,7 +179,7 @@ impl Engine {
             m.netdev.as_ref().ok_or(ENODEV)?.clone()
         };
         let rx = crate::link::receiver().ok_or(ENODEV)?;
-        match TunnelRef::open(&nd.borrow(), icrc::ROCE_V2_UDP_PORT, rx) {
+        match TunnelRef::open(&nd, icrc::ROCE_V2_UDP_PORT, rx) {
             Ok(t) => {
                 // A concurrent opener may have won: keep one handle, drop the other (after
                 // the lock: dropping the last handle of a tunnel sleeps).
@@ -200,7 +198,7 @@ impl Engine {
                 pr_warn!(
                     "oxrdma: cannot open UDP port {} in {}'s namespace ({:?}); is rxe loaded there?\n",
                     icrc::ROCE_V2_UDP_PORT,
-                    nd.borrow().name(),
+                    nd.name(),
                     e
                 );
                 Err(e)
@@ -297,7 +295,7 @@ impl Engine {
         let route = match cached {
             Some(r) => r,
             None => {
-                let r = crate::roce::route(&nd.borrow(), path)?;
+                let r = crate::roce::route(&nd, path)?;
                 let mut m = self.misc.lock();
                 let entry = CachedRoute {
                     src: path.src,
@@ -318,7 +316,7 @@ impl Engine {
             }
         };
         let id = self.ip_id.fetch_add(1, Ordering::Relaxed) as u16;
-        let res = crate::roce::send(&nd.borrow(), &route, path, id, h, payload_len, fill);
+        let res = crate::roce::send(&nd, &route, path, id, h, payload_len, fill);
         if res.is_err() {
             // Look the route up again next time.
             if let Some(c) = self.misc.lock().routes.iter_mut().find(|c| same(c)) {
@@ -385,9 +383,7 @@ impl Engine {
             g.process(INLINE_RX_BUDGET);
         }
         if let Some(d) = next {
-            if let Some(t) = self.misc.lock().timer.as_ref() {
-                t.arm_us(d.saturating_sub(now_us()));
-            }
+            self.timer.arm_us(self, d.saturating_sub(now_us()));
         }
     }
 }

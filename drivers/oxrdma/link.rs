@@ -2,29 +2,36 @@
 //! The two link types, `rdma link add NAME type oxroce|oxiwarp netdev DEV`, the registry of
 //! the devices they create, and what happens to those devices on netdev events and unload.
 
-use crate::device::OxDevice;
+use crate::device::{NodeKind, OxDevice};
 use crate::engine::Engine;
-use crate::ox::net::{NetDeviceRef, NetdevEvent, NetdevHandler, NetdevNotifier};
-use crate::ox::rdma::device::{self, Device, DeviceHandle, NewDevice, NodeKind};
+use crate::ox::net::{NetDevice, NetdevEvent, NetdevHandler, NetdevNotifier};
+use crate::ox::rdma::attrs::NodeType;
+use crate::ox::rdma::device::{Device, DeviceHandle, NewDevice};
 use crate::ox::rdma::link::{LinkRegistration, LinkType};
 use crate::ox::sync::GlobalMutex;
 use crate::ox::udp_tunnel::UdpEncapReceiver;
 use crate::roce::RoceRx;
-use crate::uapi::abi::OXRDMA_ABI_VERSION;
 use crate::wire::link::node_guid_from_mac;
-use kernel::{alloc::flags::GFP_KERNEL, alloc::KVec, c_str, prelude::*, str::CStr, sync::Arc};
+use kernel::{
+    alloc::flags::GFP_KERNEL, alloc::KVec, c_str, prelude::*, str::CStr, sync::Arc, types::ARef,
+};
 
 /// `ARPHRD_ETHER` and `ARPHRD_LOOPBACK` (`include/uapi/linux/if_arp.h`).
 const ARPHRD_ETHER: u16 = 1;
 const ARPHRD_LOOPBACK: u16 = 772;
 
-/// A device this module created. `handle` is `None` while its registration is under way.
+/// A device this module created. `handle` is `None` while its registration is under way;
+/// `netdev` is `None` once the netdev is being unregistered (the device goes too).
 struct Entry {
-    netdev: usize,
-    /// The netdev's namespace at creation (a netdev leaving it unregisters the device).
-    net: usize,
+    netdev: Option<ARef<NetDevice>>,
     kind: NodeKind,
-    handle: Option<DeviceHandle<OxDevice>>,
+    handle: Option<ARef<DeviceHandle<OxDevice>>>,
+}
+
+impl Entry {
+    fn on(&self, ndev: &NetDevice) -> bool {
+        self.netdev.as_deref() == Some(ndev)
+    }
 }
 
 /// How many devices the module manages at once (documented in the admin guide).
@@ -50,11 +57,15 @@ impl Registry {
     }
 }
 
-static DEVICES: GlobalMutex<Registry> = GlobalMutex::new(Registry {
-    slots: [const { None }; MAX_DEVICES],
-});
+static DEVICES: GlobalMutex<Registry> = GlobalMutex::new(
+    Registry {
+        slots: [const { None }; MAX_DEVICES],
+    },
+    c_str!("oxrdma_devices"),
+);
 
-fn hca_type(kind: NodeKind) -> &'static CStr {
+/// The `hca_type` of a device (which the userspace provider matches).
+pub(crate) fn hca_type(kind: NodeKind) -> &'static CStr {
     match kind {
         NodeKind::Roce => c_str!("oxroce"),
         NodeKind::Iwarp => c_str!("oxiwarp"),
@@ -62,7 +73,7 @@ fn hca_type(kind: NodeKind) -> &'static CStr {
 }
 
 /// Creates and registers a device of `kind` named `name` on `ndev`.
-fn add(kind: NodeKind, name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
+fn add(kind: NodeKind, name: &CStr, ndev: &NetDevice) -> Result {
     let suitable = match kind {
         NodeKind::Roce => ndev.link_type() == ARPHRD_ETHER,
         NodeKind::Iwarp => matches!(ndev.link_type(), ARPHRD_ETHER | ARPHRD_LOOPBACK),
@@ -81,10 +92,7 @@ fn add(kind: NodeKind, name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
     // twin; the registration itself runs without the lock (it takes the RTNL).
     {
         let mut devs = DEVICES.lock();
-        if devs
-            .entries()
-            .any(|e| e.netdev == ndev.id() && e.kind == kind)
-        {
+        if devs.entries().any(|e| e.on(ndev) && e.kind == kind) {
             pr_info!(
                 "{}: {} already has an {} device\n",
                 name,
@@ -98,30 +106,32 @@ fn add(kind: NodeKind, name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
             return Err(ENOSPC);
         };
         *free = Some(Entry {
-            netdev: ndev.id(),
-            net: ndev.net_id(),
+            netdev: Some(ndev.into()),
             kind,
             handle: None,
         });
     }
-    let res = device::register(
-        &crate::THIS_MODULE,
-        NewDevice {
-            name,
-            kind,
-            netdev: ndev,
-            node_guid: node_guid_from_mac(ndev.mac()),
-            hca_type: hca_type(kind),
-            abi_version: OXRDMA_ABI_VERSION,
-        },
-        OxDevice::new(kind, ndev.is_up(), ndev.get())?,
-    );
+    let res = OxDevice::new(kind, ndev.is_up(), ndev.into()).and_then(|data| {
+        DeviceHandle::register(
+            &crate::THIS_MODULE,
+            NewDevice {
+                name,
+                node_type: match kind {
+                    NodeKind::Roce => NodeType::Ca,
+                    NodeKind::Iwarp => NodeType::Rnic,
+                },
+                netdev: ndev,
+                node_guid: node_guid_from_mac(ndev.mac()),
+            },
+            data,
+        )
+    });
     let mut devs = DEVICES.lock();
     let reserved = devs
         .slots
         .iter_mut()
         .flatten()
-        .find(|e| e.netdev == ndev.id() && e.kind == kind && e.handle.is_none());
+        .find(|e| e.on(ndev) && e.kind == kind && e.handle.is_none());
     match (res, reserved) {
         (Ok(handle), Some(entry)) => {
             entry.handle = Some(handle);
@@ -136,7 +146,9 @@ fn add(kind: NodeKind, name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
             Err(ENODEV)
         }
         (Err(e), _) => {
-            devs.take(|e| e.netdev == ndev.id() && e.kind == kind && e.handle.is_none());
+            let entry = devs.take(|e| e.on(ndev) && e.kind == kind && e.handle.is_none());
+            drop(devs);
+            drop(entry);
             Err(e)
         }
     }
@@ -161,7 +173,7 @@ pub(crate) struct IwarpLink;
 impl LinkType for RoceLink {
     const TYPE: &'static CStr = c_str!("oxroce");
 
-    fn newlink(ibdev_name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
+    fn newlink(ibdev_name: &CStr, ndev: &NetDevice) -> Result {
         add(NodeKind::Roce, ibdev_name, ndev)
     }
 }
@@ -169,7 +181,7 @@ impl LinkType for RoceLink {
 impl LinkType for IwarpLink {
     const TYPE: &'static CStr = c_str!("oxiwarp");
 
-    fn newlink(ibdev_name: &CStr, ndev: &NetDeviceRef<'_>) -> Result {
+    fn newlink(ibdev_name: &CStr, ndev: &NetDevice) -> Result {
         add(NodeKind::Iwarp, ibdev_name, ndev)
     }
 }
@@ -178,39 +190,53 @@ impl LinkType for IwarpLink {
 struct NetdevWatch;
 
 impl NetdevHandler for NetdevWatch {
-    fn event(event: NetdevEvent, ndev: &NetDeviceRef<'_>) {
-        let devs = DEVICES.lock();
-        for e in devs.entries().filter(|e| e.netdev == ndev.id()) {
+    fn event(event: NetdevEvent, ndev: &NetDevice) {
+        let mut devs = DEVICES.lock();
+        let mut released = KVec::new();
+        for e in devs.slots.iter_mut().flatten().filter(|e| e.on(ndev)) {
+            if event == NetdevEvent::Unregister {
+                // The netdev is going away: drop the registry's reference now (its
+                // unregistration waits for every reference).
+                if let Some(nd) = e.netdev.take() {
+                    let _ = released.push(nd, GFP_KERNEL);
+                }
+            }
             let Some(h) = e.handle.as_ref() else { continue };
             match event {
                 NetdevEvent::Up | NetdevEvent::Down | NetdevEvent::Change => {
-                    h.with_registered(OxDevice::update_port_state);
+                    if let Some(d) = h.registered() {
+                        OxDevice::update_port_state(&d);
+                    }
                 }
-                // The netdev is going away: so do its RDMA devices. Queued, because this runs
-                // under the RTNL and unregistration takes it.
+                // ... and so do its RDMA devices. Queued, because this runs under the RTNL
+                // and unregistration takes it.
                 NetdevEvent::Unregister => {
-                    h.with_registered(|d| d.engine.detach_netdev());
+                    if let Some(d) = h.registered() {
+                        d.engine.detach_netdev();
+                    }
                     h.unregister_queued()
                 }
                 _ => {}
             }
         }
+        drop(devs);
+        drop(released);
     }
 }
 
-/// The engines that may own a packet received on netdev `netdev_id` in namespace `net_id`:
-/// the RoCE device on that netdev if there is one (`true`: an exact match), else every RoCE
-/// device of the namespace (a packet to a local address arrives on the loopback device).
-pub(crate) fn engines_for(netdev_id: usize, net_id: usize) -> (KVec<Arc<Engine>>, bool) {
+/// The engines that may own a packet received on `ingress`: the RoCE device on that netdev
+/// if there is one (`true`: an exact match), else every RoCE device of its namespace (a
+/// packet to a local address arrives on the loopback device).
+pub(crate) fn engines_for(ingress: &NetDevice) -> (KVec<Arc<Engine>>, bool) {
     let devs = DEVICES.lock();
     let roce = |e: &&Entry| e.kind == NodeKind::Roce;
-    let exact = devs.entries().filter(roce).any(|e| e.netdev == netdev_id);
+    let exact = devs.entries().filter(roce).any(|e| e.on(ingress));
     let mut out = KVec::new();
     for e in devs.entries().filter(roce) {
-        let pick = if exact {
-            e.netdev == netdev_id
-        } else {
-            e.net == net_id
+        let pick = match e.netdev.as_deref() {
+            Some(nd) if exact => nd == ingress,
+            Some(nd) => nd.same_net(ingress),
+            None => false,
         };
         if !pick {
             continue;
@@ -218,7 +244,7 @@ pub(crate) fn engines_for(netdev_id: usize, net_id: usize) -> (KVec<Arc<Engine>>
         let eng = e
             .handle
             .as_ref()
-            .and_then(|h| h.with_registered(|d| d.engine.clone()));
+            .and_then(|h| h.registered().map(|d| d.engine.clone()));
         if let Some(eng) = eng {
             if out.push(eng, GFP_KERNEL).is_err() {
                 break;
@@ -229,7 +255,8 @@ pub(crate) fn engines_for(netdev_id: usize, net_id: usize) -> (KVec<Arc<Engine>>
 }
 
 /// The module's RoCE v2 receiver, while the module is loaded.
-static RECEIVER: GlobalMutex<Option<Arc<RoceRx>>> = GlobalMutex::new(None);
+static RECEIVER: GlobalMutex<Option<Arc<RoceRx>>> =
+    GlobalMutex::new(None, c_str!("oxrdma_receiver"));
 
 /// The receiver every tunnel delivers to.
 pub(crate) fn receiver() -> Option<Arc<dyn UdpEncapReceiver>> {
@@ -279,7 +306,7 @@ pub(crate) fn remove_all() {
         // make sure it is gone either way so that the loop ends.
         let stale = DEVICES
             .lock()
-            .take(|e| e.handle.as_ref().is_some_and(|x| x.same(&h)));
+            .take(|e| e.handle.as_ref().is_some_and(|x| **x == *h));
         drop(stale);
     }
 }

@@ -5,7 +5,11 @@
 //! * `ox`: the kernel abstraction layer (`rust/abstractions`), where all FFI lives;
 //! * `uapi` and `wire`: the pure `no_std` crates (`rust/uapi`, `rust/wire`), the same files the
 //!   host tests and the userspace provider compile;
-//! * the driver itself (this directory), safe Rust over those.
+//! * the driver itself (this directory), safe Rust over those: every module of it forbids
+//!   `unsafe` code, and the abstraction layer keeps its raw bindings private.
+//!
+//! This root file holds only what must expand to `unsafe` code in the crate itself: the
+//! `module!` declaration and the registration of the KUnit suites.
 
 use kernel::prelude::*;
 
@@ -36,16 +40,34 @@ pub mod wire {
     pub mod rc;
 }
 
+#[forbid(unsafe_code)]
 mod cq;
+#[forbid(unsafe_code)]
 mod device;
+#[forbid(unsafe_code)]
 mod engine;
+#[forbid(unsafe_code)]
 mod link;
+#[forbid(unsafe_code)]
 mod mr;
+#[forbid(unsafe_code)]
 mod qp;
+#[forbid(unsafe_code)]
 mod queue;
+#[forbid(unsafe_code)]
 mod roce;
 #[cfg(CONFIG_KUNIT)]
+#[forbid(unsafe_code)]
 mod selftests;
+
+#[cfg(CONFIG_KUNIT)]
+kunit_register!(
+    selftests::wire_suite::SUITE,
+    selftests::abstractions_suite::SUITE,
+    selftests::net::net_suite::SUITE,
+    selftests::verbs::verbs_suite::SUITE,
+    selftests::hardening::hardening_suite::SUITE,
+);
 
 module! {
     type: OxRdma,

@@ -13,10 +13,9 @@
 use crate::cq::CqInner;
 use crate::engine::Engine;
 use crate::mr::{Access, Mr, MrError};
-use crate::ox::rdma::kverbs::{RecvWr, SendOp as KOp, SendWr};
-use crate::ox::rdma::verbs::{
-    access, modify_is_ok, Path, QpAttrs, QpCaps, QpEvent, QpEvents, QpState as St, QpType,
-};
+use crate::ox::rdma::events::{QpEvent, QpEvents};
+use crate::ox::rdma::verbs::{access, modify_is_ok, Path, QpAttrs, QpCaps, QpState as St, QpType};
+use crate::ox::rdma::wr::{RecvWr, SendOp as KOp, SendWr};
 use crate::queue::{
     post_entry, post_view, write_sges, PostView, RecvEntry, RecvQueue, RingFault, SendEntry,
     SendRing, MAX_INLINE,
@@ -306,6 +305,11 @@ impl QpInner {
     /// The device's engine.
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// Whether this is a kernel user's QP (else a process's).
+    pub(crate) fn is_kernel(&self) -> bool {
+        self.kernel
     }
 
     // ---- verbs ------------------------------------------------------------------------------

@@ -5,9 +5,9 @@
 //! A kernel user's queues are the same rings in kernel memory; its post calls produce into
 //! them through [`post_entry`] and the engine consumes them exactly as a process's.
 
-use crate::ox::rdma::kverbs::{RecvWr, Sge as KSge};
+use crate::ox::rdma::events::SrqEvents;
 use crate::ox::rdma::mmap::RingBuf;
-use crate::ox::rdma::verbs::SrqEvents;
+use crate::ox::rdma::wr::{RecvWr, Sge as KSge};
 use crate::ox::sync::SpinLockIrq;
 use crate::uapi::queue::{RecvWqe, SendWqe, Sge, RECV_WQE_SIZE, SEND_WQE_SIZE, SGE_SIZE};
 use crate::uapi::ring::{

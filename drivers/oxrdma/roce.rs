@@ -5,7 +5,7 @@
 //! device's engine.
 
 use crate::engine::Engine;
-use crate::ox::net::NetDeviceRef;
+use crate::ox::net::NetDevice;
 use crate::ox::route::Route;
 use crate::ox::skb::{RxSkb, Skb, SkbQueue};
 use crate::ox::udp_tunnel::UdpEncapReceiver;
@@ -14,6 +14,7 @@ use crate::wire::icrc::{self, Encap, ICRC_LEN};
 use crate::wire::ip::{self, IpAddr, IpUdp};
 use crate::wire::packet::{self, Headers};
 use core::sync::atomic::{fence, AtomicBool, Ordering};
+use kernel::types::ARef;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     impl_has_work, new_work,
@@ -36,7 +37,7 @@ pub(crate) struct TxPath {
 /// Builds and sends one packet along `route`: IP and UDP headers, `h`, `payload_len` bytes
 /// that `fill` writes (false: abandon the packet), pad, ICRC.
 pub(crate) fn send(
-    nd: &NetDeviceRef<'_>,
+    nd: &NetDevice,
     route: &Route,
     p: &TxPath,
     ip_id: u16,
@@ -77,7 +78,7 @@ pub(crate) fn send(
 }
 
 /// The route of a path, looked up in `nd`'s namespace out of `nd`.
-pub(crate) fn route(nd: &NetDeviceRef<'_>, p: &TxPath) -> Result<Route> {
+pub(crate) fn route(nd: &NetDevice, p: &TxPath) -> Result<Route> {
     match (p.src, p.dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => Route::v4(nd, s, d, p.traffic_class),
         (IpAddr::V6(s), IpAddr::V6(d)) => Route::v6(nd, s, d, p.traffic_class, p.flow_label),
@@ -182,18 +183,19 @@ impl RxWork {
 
     /// Processes up to `budget` packets (the caller holds the gate).
     fn process(&self, mut budget: usize) -> bool {
-        let mut cached: Option<(usize, usize, KVec<Arc<Engine>>, bool)> = None;
+        // The engines of the last ingress device (consecutive packets mostly share one).
+        let mut cached: Option<(ARef<NetDevice>, KVec<Arc<Engine>>, bool)> = None;
         while budget > 0 {
             let Some(skb) = self.queue.pop() else {
                 return true;
             };
-            let (id, net) = (skb.ingress_id(), skb.net_id());
-            if !matches!(&cached, Some((i, n, _, _)) if *i == id && *n == net) {
-                let (engines, exact) = crate::link::engines_for(id, net);
-                cached = Some((id, net, engines, exact));
+            let dev = skb.ingress();
+            if !matches!(&cached, Some((d, _, _)) if **d == *dev) {
+                let (engines, exact) = crate::link::engines_for(dev);
+                cached = Some((dev.into(), engines, exact));
             }
             let handled = match &cached {
-                Some((_, _, engines, exact)) => {
+                Some((_, engines, exact)) => {
                     engines.iter().any(|e| e.receive(skb.ip_packet(), *exact))
                 }
                 None => false,

@@ -6,7 +6,7 @@ use crate::kunit_suite;
 use crate::ox::crc::{kernel_crc32, kernel_crc32c};
 use crate::ox::error::code;
 use crate::ox::kunit::Test;
-use crate::ox::rdma::device::mtu_enum;
+use crate::ox::rdma::attrs::mtu_enum;
 use crate::ox::sync::GlobalMutex;
 use crate::wire::headers::{NakCode, Syndrome};
 use crate::wire::link::{ib_mtu_for_link, IB_MTUS, ROCE_MAX_OVERHEAD};
@@ -14,9 +14,9 @@ use crate::wire::{crc32::crc32, crc32c::crc32c, psn::Psn};
 use crate::wire::{icrc, opcode::Opcode, packet};
 use kernel::{alloc::KVec, prelude::*};
 
-mod hardening;
-mod net;
-mod verbs;
+pub(crate) mod hardening;
+pub(crate) mod net;
+pub(crate) mod verbs;
 
 /// A deterministic, non-trivial test pattern.
 fn pattern(buf: &mut [u8], seed: u32) {
@@ -111,7 +111,7 @@ kunit_suite!(
     ]
 );
 
-static COUNTER: GlobalMutex<u32> = GlobalMutex::new(0);
+static COUNTER: GlobalMutex<u32> = GlobalMutex::new(0, kernel::c_str!("oxrdma_test_counter"));
 
 fn global_mutex_keeps_data(t: &mut Test) {
     let before = *COUNTER.lock();

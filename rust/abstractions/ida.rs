@@ -26,7 +26,8 @@ pub struct Ida {
 // SAFETY: the IDA does its own locking (an IRQ-safe spinlock inside its XArray); all methods
 // take `&self`, so it may be used and dropped from any thread.
 unsafe impl Send for Ida {}
-// SAFETY: see `Send`.
+// SAFETY: every method takes `&self` and the IDA locks internally, so concurrent use from
+// several threads is allowed.
 unsafe impl Sync for Ida {}
 
 impl Ida {

@@ -3,18 +3,26 @@
 //!
 //! Linux 6.12 has no `#[kunit_tests]`; this is the small glue that lets a module declare its
 //! own suites. [`kunit_suite!`] builds, at compile time, the same objects C's
-//! `kunit_test_suite()` does: a NULL-terminated `struct kunit_case` array, a
-//! `struct kunit_suite`, and a pointer to it in the `.kunit_test_suites` section, which the
-//! module loader hands to KUnit. The suites run when the module loads and report in KTAP.
+//! `kunit_test_suite()` does: a NULL-terminated `struct kunit_case` array and a
+//! `struct kunit_suite`; [`kunit_register!`] puts pointers to suites in the
+//! `.kunit_test_suites` section, which the module loader hands to KUnit. The suites run when
+//! the module loads and report in KTAP.
+//!
+//! `kunit_suite!` expands to safe code only, so test modules can forbid `unsafe`;
+//! `kunit_register!` places a section entry (which `unsafe_code` forbids) and belongs in the
+//! crate root, next to `module!`.
 //!
 //! ```ignore
 //! fn adds_up(t: &mut Test) {
 //!     t.expect_eq(1 + 1, 2);
 //! }
 //! kunit_suite!(arith_suite, "oxrdma_arith", [adds_up]);
+//! // In the crate root:
+//! kunit_register!(tests::arith_suite::SUITE);
 //! ```
 
 use super::bindings;
+use core::cell::UnsafeCell;
 use core::fmt::{self, Write};
 use kernel::str::CStr;
 
@@ -85,106 +93,164 @@ impl Test {
     }
 }
 
-/// Runs one case function for KUnit. Used by [`kunit_suite!`]; not for direct calls.
+/// A test case: the zero-sized types [`kunit_suite!`] makes, one per case function.
+pub trait Case {
+    /// The case's name.
+    const NAME: &'static CStr;
+    /// Runs the case.
+    fn run(t: &mut Test);
+}
+
+/// KUnit's entry point of case `C`.
 ///
 /// # Safety
 ///
-/// `raw` must be the `struct kunit` KUnit passed to the running case.
-#[doc(hidden)]
-pub unsafe fn __run_case(raw: *mut bindings::kunit, case: fn(&mut Test)) {
-    // INVARIANT: `raw` is the live test of this case (function safety requirement).
+/// Called by KUnit only (the function is private to this module and reaches KUnit only
+/// through [`case`]), with the `struct kunit` of the running case.
+unsafe extern "C" fn run_case<C: Case>(raw: *mut bindings::kunit) {
+    // INVARIANT: `raw` is the live test of this case (function contract).
     let mut test = Test { raw };
-    case(&mut test);
+    C::run(&mut test);
 }
 
-/// A `kunit_case` entry for `run` named `name`.
+/// A `struct kunit_case` entry.
 #[doc(hidden)]
-pub const fn __case(
-    run: unsafe extern "C" fn(*mut bindings::kunit),
-    name: &'static CStr,
-) -> bindings::kunit_case {
+pub struct CaseEntry(bindings::kunit_case);
+
+/// The entry of case `C`.
+#[doc(hidden)]
+pub const fn case<C: Case>() -> CaseEntry {
     // SAFETY: `kunit_case` is plain data for which all-zeroes is a valid value (no function,
     // NULL pointers, zero attributes); C initialisers leave the same fields zero.
     let mut case: bindings::kunit_case = unsafe { core::mem::zeroed() };
-    case.run_case = Some(run);
-    case.name = name.as_char_ptr();
-    case
+    case.run_case = Some(run_case::<C>);
+    case.name = C::NAME.as_char_ptr();
+    CaseEntry(case)
 }
 
 /// The all-zero entry that terminates a case array.
 #[doc(hidden)]
-pub const fn __case_end() -> bindings::kunit_case {
-    // SAFETY: as in `__case`; a zero `run_case` marks the end of the array for KUnit.
-    unsafe { core::mem::zeroed() }
+pub const fn end() -> CaseEntry {
+    // SAFETY: `kunit_case` is plain data for which all-zeroes is valid; a zero `run_case`
+    // marks the end of the array for KUnit.
+    CaseEntry(unsafe { core::mem::zeroed() })
 }
 
-/// A `kunit_suite` named `name` over the NULL-terminated array at `cases`.
+/// A suite's case array, which KUnit writes (status, log) while it runs the suite.
 #[doc(hidden)]
-pub const fn __suite(
-    name: &'static str,
-    cases: *mut bindings::kunit_case,
-) -> bindings::kunit_suite {
-    // SAFETY: `kunit_suite` is plain data for which all-zeroes is valid (no callbacks, empty
-    // name, NULL pointers), which is what a C designated initialiser leaves.
-    let mut suite: bindings::kunit_suite = unsafe { core::mem::zeroed() };
-    let bytes = name.as_bytes();
-    let mut i = 0;
-    // Leave room for the terminating NUL (the array is zeroed); longer names are cut.
-    while i < bytes.len() && i + 1 < suite.name.len() {
-        suite.name[i] = bytes[i] as kernel::ffi::c_char;
-        i += 1;
+#[repr(transparent)]
+pub struct Cases<const N: usize>(UnsafeCell<[bindings::kunit_case; N]>);
+
+// SAFETY: only KUnit reads and writes the array (Rust code never does after construction),
+// one suite run at a time.
+unsafe impl<const N: usize> Sync for Cases<N> {}
+
+impl<const N: usize> Cases<N> {
+    /// The array of `entries`, the last of which must be [`end`].
+    pub const fn new(entries: [CaseEntry; N]) -> Self {
+        // SAFETY: `kunit_case` is plain data for which all-zeroes is a valid value.
+        let mut out: [bindings::kunit_case; N] = unsafe { core::mem::zeroed() };
+        let mut i = 0;
+        while i < N {
+            out[i] = entries[i].0;
+            i += 1;
+        }
+        assert!(
+            N > 0 && out[N - 1].run_case.is_none(),
+            "the last case must be `end()`"
+        );
+        Self(UnsafeCell::new(out))
     }
-    suite.test_cases = cases;
-    suite
+}
+
+/// A `struct kunit_suite`, which KUnit writes while it runs it.
+#[doc(hidden)]
+#[repr(transparent)]
+pub struct Suite(UnsafeCell<bindings::kunit_suite>);
+
+// SAFETY: only KUnit reads and writes the suite (Rust code never does after construction),
+// one run at a time.
+unsafe impl Sync for Suite {}
+
+impl Suite {
+    /// The suite `name` over `cases` (names longer than KUnit's 255 bytes are cut).
+    pub const fn new<const N: usize>(name: &'static str, cases: &'static Cases<N>) -> Self {
+        // SAFETY: `kunit_suite` is plain data for which all-zeroes is valid (no callbacks,
+        // empty name, NULL pointers), which is what a C designated initialiser leaves.
+        let mut suite: bindings::kunit_suite = unsafe { core::mem::zeroed() };
+        let bytes = name.as_bytes();
+        let mut i = 0;
+        // Leave room for the terminating NUL (the array is zeroed).
+        while i < bytes.len() && i + 1 < suite.name.len() {
+            suite.name[i] = bytes[i] as kernel::ffi::c_char;
+            i += 1;
+        }
+        // `Cases` is a transparent wrapper of the array, written through its `UnsafeCell`.
+        suite.test_cases = (cases as *const Cases<N>).cast_mut().cast();
+        Self(UnsafeCell::new(suite))
+    }
 }
 
 /// An entry of the `.kunit_test_suites` section: a pointer to a suite.
 #[doc(hidden)]
 #[repr(transparent)]
-pub struct __SuitePtr(pub *mut bindings::kunit_suite);
+pub struct SuitePtr(*const Suite);
 
-// SAFETY: the pointer is only read, by the module loader and KUnit, which serialise their use
-// of the suite; Rust code never dereferences it.
-unsafe impl Sync for __SuitePtr {}
+// SAFETY: the pointer is only read, by the module loader and KUnit; Rust code never
+// dereferences it.
+unsafe impl Sync for SuitePtr {}
 
-/// Declares a KUnit suite named `$name` whose cases are the functions `$case: fn(&mut Test)`.
-///
-/// `$suite` names a module the macro creates to hold the suite's statics.
+impl SuitePtr {
+    /// The section entry of `suite`.
+    pub const fn new(suite: &'static Suite) -> Self {
+        Self(suite)
+    }
+}
+
+/// Declares a KUnit suite named `$name` whose cases are the functions `$case: fn(&mut Test)`
+/// of the calling module. `$suite` names a module the macro creates for the suite's statics;
+/// register `$suite::SUITE` with [`kunit_register!`].
 #[macro_export]
 macro_rules! kunit_suite {
     ($suite:ident, $name:literal, [$($case:ident),+ $(,)?]) => {
         #[doc(hidden)]
-        mod $suite {
-            use $crate::ox::{bindings, kunit};
+        pub(crate) mod $suite {
+            use $crate::ox::kunit;
 
-            mod run {
+            mod cases {
                 $(
-                    /// KUnit entry point of the case of the same name.
-                    ///
-                    /// # Safety
-                    ///
-                    /// Called by KUnit only, with the `struct kunit` of the running case.
-                    pub(super) unsafe extern "C" fn $case(test: *mut super::bindings::kunit) {
-                        // SAFETY: KUnit calls the case with the `struct kunit` of this run.
-                        unsafe { super::kunit::__run_case(test, super::super::$case) }
+                    #[allow(non_camel_case_types)]
+                    pub(super) struct $case;
+
+                    impl super::kunit::Case for $case {
+                        const NAME: &'static ::kernel::str::CStr =
+                            ::kernel::c_str!(stringify!($case));
+                        fn run(t: &mut super::kunit::Test) {
+                            super::super::$case(t)
+                        }
                     }
                 )+
             }
 
             const N: usize = [$(stringify!($case)),+].len();
 
-            static mut CASES: [bindings::kunit_case; N + 1] = [
-                $(kunit::__case(run::$case, ::kernel::c_str!(stringify!($case))),)+
-                kunit::__case_end(),
-            ];
+            static CASES: kunit::Cases<{ N + 1 }> =
+                kunit::Cases::new([$(kunit::case::<cases::$case>(),)+ kunit::end()]);
 
-            static mut SUITE: bindings::kunit_suite =
-                kunit::__suite($name, (&raw mut CASES).cast());
-
-            #[used]
-            #[link_section = ".kunit_test_suites"]
-            static SUITES: kunit::__SuitePtr = kunit::__SuitePtr(&raw mut SUITE);
+            pub(crate) static SUITE: kunit::Suite = kunit::Suite::new($name, &CASES);
         }
+    };
+}
+
+/// Hands the suites (`static`s made by [`kunit_suite!`]) to KUnit: entries of the
+/// `.kunit_test_suites` section. Use once, in the crate root.
+#[macro_export]
+macro_rules! kunit_register {
+    ($($suite:path),+ $(,)?) => {
+        #[used]
+        #[link_section = ".kunit_test_suites"]
+        static __OX_KUNIT_SUITES: [$crate::ox::kunit::SuitePtr; [$(stringify!($suite)),+].len()] =
+            [$($crate::ox::kunit::SuitePtr::new(&$suite)),+];
     };
 }
 

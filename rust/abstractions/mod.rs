@@ -7,7 +7,7 @@
 //! safe API.
 
 #[path = "../bindings/mod.rs"]
-pub mod bindings;
+mod bindings;
 
 pub mod crc;
 pub mod error;

@@ -4,156 +4,153 @@
 use super::bindings;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use kernel::{prelude::*, str::CStr, types::Opaque};
+use kernel::{
+    prelude::*,
+    str::CStr,
+    types::{ARef, AlwaysRefCounted, Opaque},
+};
 
-/// A network device borrowed for the duration of a callback.
+/// A network device (`struct net_device`).
+///
+/// `&NetDevice` is a device borrowed for a callback or from a held reference;
+/// `ARef<NetDevice>` holds a reference (`dev_hold`) that keeps it allocated. Two devices
+/// compare equal when they are the same device.
 ///
 /// # Invariants
 ///
-/// `ptr` points to a valid `struct net_device` for the lifetime `'a`: whoever created the
-/// reference (ib_core, a notifier, a [`NetDevice`] reference) holds the device that long.
-pub struct NetDeviceRef<'a> {
-    ptr: NonNull<bindings::net_device>,
-    _lt: PhantomData<&'a bindings::net_device>,
-}
-
-impl NetDeviceRef<'_> {
-    /// Wraps a raw netdev pointer handed to a callback.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must be valid and the device must not be freed during the returned lifetime.
-    pub(crate) unsafe fn from_raw(ptr: NonNull<bindings::net_device>) -> Self {
-        // INVARIANT: guaranteed by the caller.
-        Self {
-            ptr,
-            _lt: PhantomData,
-        }
-    }
-
-    pub(crate) fn as_ptr(&self) -> *mut bindings::net_device {
-        self.ptr.as_ptr()
-    }
-
-    /// The space to reserve before the network header for this device's link-layer header
-    /// (`LL_RESERVED_SPACE`).
-    pub fn ll_reserved_space(&self) -> usize {
-        // SAFETY: `self.ptr` is valid (type invariant); the helper reads two lengths.
-        unsafe { bindings::oxrdma_ll_reserved_space(self.ptr.as_ptr()) as usize }
-    }
-
-    /// The interface name (`eth0`, `veth0`).
-    pub fn name(&self) -> &CStr {
-        // SAFETY: `self.ptr` is valid (type invariant); `netdev_name` returns a NUL-terminated
-        // string inside the device, valid as long as the device.
-        unsafe { CStr::from_char_ptr(bindings::oxrdma_netdev_name(self.ptr.as_ptr())) }
-    }
-
-    /// Running and with carrier: traffic can flow.
-    pub fn is_up(&self) -> bool {
-        // SAFETY: `self.ptr` is valid (type invariant); the helper only reads state bits.
-        unsafe { bindings::oxrdma_netdev_up(self.ptr.as_ptr()) }
-    }
-
-    /// Administratively up (`ip link set X up`), whatever the carrier.
-    pub fn is_running(&self) -> bool {
-        // SAFETY: as for `is_up`.
-        unsafe { bindings::oxrdma_netdev_running(self.ptr.as_ptr()) }
-    }
-
-    /// The link type (`ARPHRD_*`: 1 for Ethernet, 772 for loopback).
-    pub fn link_type(&self) -> u16 {
-        // SAFETY: `self.ptr` is valid (type invariant); the helper reads `type`.
-        unsafe { bindings::oxrdma_netdev_type(self.ptr.as_ptr()) }
-    }
-
-    /// The device's MTU in bytes.
-    pub fn mtu(&self) -> u32 {
-        // SAFETY: `self.ptr` is valid (type invariant); the helper reads `mtu` once.
-        unsafe { bindings::oxrdma_netdev_mtu(self.ptr.as_ptr()) }
-    }
-
-    /// The 6-byte Ethernet address.
-    pub fn mac(&self) -> [u8; 6] {
-        let mut mac = [0u8; 6];
-        // SAFETY: `self.ptr` is valid (type invariant); an Ethernet device's `dev_addr` is
-        // at least `ETH_ALEN` (6) bytes long.
-        let addr = unsafe { bindings::oxrdma_netdev_addr(self.ptr.as_ptr()) };
-        if !addr.is_null() {
-            // SAFETY: `addr` points to at least 6 readable bytes (see above).
-            mac.copy_from_slice(unsafe { core::slice::from_raw_parts(addr, 6) });
-        }
-        mac
-    }
-
-    /// An identity for comparisons (never dereferenced).
-    pub fn id(&self) -> usize {
-        self.ptr.as_ptr() as usize
-    }
-
-    /// An identity of the device's network namespace, for comparisons (never dereferenced).
-    pub fn net_id(&self) -> usize {
-        // SAFETY: `self.ptr` is valid (type invariant); `dev_net` reads one field.
-        unsafe { bindings::oxrdma_dev_net(self.ptr.as_ptr()) as usize }
-    }
-
-    /// Takes a reference that keeps the device allocated.
-    pub fn get(&self) -> NetDevice {
-        // SAFETY: `self.ptr` is valid (type invariant); `dev_hold` takes a reference.
-        unsafe { bindings::oxrdma_dev_hold(self.ptr.as_ptr()) };
-        // INVARIANT: the reference taken above is released in `NetDevice::drop`.
-        NetDevice { ptr: self.ptr }
-    }
-}
-
-/// A counted reference to a network device (`dev_hold`/`dev_put`).
-///
-/// # Invariants
-///
-/// `ptr` is valid and this value owns one reference on it.
-pub struct NetDevice {
-    ptr: NonNull<bindings::net_device>,
-}
+/// A `&NetDevice` is only created for a device that stays allocated for the borrow: whoever
+/// created it (ib_core, a notifier, the network stack during a receive, an `ARef`) holds the
+/// device that long.
+#[repr(transparent)]
+pub struct NetDevice(Opaque<bindings::net_device>);
 
 // SAFETY: netdev references may be taken and dropped on any thread.
 unsafe impl Send for NetDevice {}
 // SAFETY: all methods only read the device through thread-safe accessors.
 unsafe impl Sync for NetDevice {}
 
+// SAFETY: `dev_hold`/`dev_put` keep the device allocated while the count is non-zero.
+unsafe impl AlwaysRefCounted for NetDevice {
+    fn inc_ref(&self) {
+        // SAFETY: the device is allocated while `&self` lives (type invariant).
+        unsafe { bindings::oxrdma_dev_hold(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: the caller owns a reference (trait contract).
+        unsafe { bindings::oxrdma_dev_put(obj.as_ptr().cast()) };
+    }
+}
+
+impl PartialEq for NetDevice {
+    fn eq(&self, other: &Self) -> bool {
+        core::ptr::eq(self, other)
+    }
+}
+
+impl Eq for NetDevice {}
+
 impl NetDevice {
+    /// Borrows a device handed to a callback.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must be valid and the device must stay allocated during the returned lifetime.
+    pub(crate) unsafe fn from_raw<'a>(ptr: NonNull<bindings::net_device>) -> &'a Self {
+        // SAFETY: `NetDevice` is a transparent wrapper; validity per the caller.
+        unsafe { &*ptr.as_ptr().cast::<Self>() }
+    }
+
     /// Adopts a reference the caller owns (e.g. returned by `ib_device_get_netdev`).
     ///
     /// # Safety
     ///
     /// `ptr` must be valid and the caller must own one reference on it, which moves here.
-    pub(crate) unsafe fn from_owned(ptr: NonNull<bindings::net_device>) -> Self {
-        // INVARIANT: the caller's reference moves into this value.
-        Self { ptr }
+    pub(crate) unsafe fn from_held(ptr: NonNull<bindings::net_device>) -> ARef<Self> {
+        // SAFETY: the caller's reference moves into the `ARef`.
+        unsafe { ARef::from_raw(ptr.cast()) }
     }
 
-    /// Borrows the device.
-    pub fn borrow(&self) -> NetDeviceRef<'_> {
-        // SAFETY: the reference this value owns keeps the device valid while borrowed.
-        unsafe { NetDeviceRef::from_raw(self.ptr) }
+    pub(crate) fn as_raw(&self) -> *mut bindings::net_device {
+        self.0.get()
     }
-}
 
-impl Clone for NetDevice {
-    fn clone(&self) -> Self {
-        self.borrow().get()
-    }
-}
-
-impl NetDevice {
     /// Looks a device up by interface name in namespace `ns` (`dev_get_by_name`); `ENODEV` if
     /// there is none. Process or softirq context.
-    pub fn get_by_name(ns: &NetNs, name: &CStr) -> Result<NetDevice> {
+    pub fn get_by_name(ns: &NetNs, name: &CStr) -> Result<ARef<NetDevice>> {
         // SAFETY: `ns` is a live namespace for the borrow (type invariant of `NetNs`); `name`
         // is NUL-terminated. `dev_get_by_name` returns a held device or NULL.
         let ptr = unsafe { bindings::dev_get_by_name(ns.as_ptr(), name.as_char_ptr()) };
         let ptr = NonNull::new(ptr).ok_or(ENODEV)?;
         // SAFETY: `dev_get_by_name` took the reference that moves into the value.
-        Ok(unsafe { NetDevice::from_owned(ptr) })
+        Ok(unsafe { NetDevice::from_held(ptr) })
+    }
+
+    /// The space to reserve before the network header for this device's link-layer header
+    /// (`LL_RESERVED_SPACE`).
+    pub fn ll_reserved_space(&self) -> usize {
+        // SAFETY: the device is allocated (type invariant); the helper reads two lengths.
+        unsafe { bindings::oxrdma_ll_reserved_space(self.as_raw()) as usize }
+    }
+
+    /// The interface name (`eth0`, `veth0`).
+    pub fn name(&self) -> &CStr {
+        // SAFETY: the device is allocated (type invariant); `netdev_name` returns a
+        // NUL-terminated string inside the device, valid as long as the device.
+        unsafe { CStr::from_char_ptr(bindings::oxrdma_netdev_name(self.as_raw())) }
+    }
+
+    /// Running and with carrier: traffic can flow.
+    pub fn is_up(&self) -> bool {
+        // SAFETY: the device is allocated (type invariant); the helper only reads state bits.
+        unsafe { bindings::oxrdma_netdev_up(self.as_raw()) }
+    }
+
+    /// Administratively up (`ip link set X up`), whatever the carrier.
+    pub fn is_running(&self) -> bool {
+        // SAFETY: the device is allocated (type invariant); the helper only reads state bits.
+        unsafe { bindings::oxrdma_netdev_running(self.as_raw()) }
+    }
+
+    /// The link type (`ARPHRD_*`: 1 for Ethernet, 772 for loopback).
+    pub fn link_type(&self) -> u16 {
+        // SAFETY: the device is allocated (type invariant); the helper reads `type`.
+        unsafe { bindings::oxrdma_netdev_type(self.as_raw()) }
+    }
+
+    /// The device's MTU in bytes.
+    pub fn mtu(&self) -> u32 {
+        // SAFETY: the device is allocated (type invariant); the helper reads `mtu` once.
+        unsafe { bindings::oxrdma_netdev_mtu(self.as_raw()) }
+    }
+
+    /// The 6-byte Ethernet address.
+    pub fn mac(&self) -> [u8; 6] {
+        let mut mac = [0u8; 6];
+        // SAFETY: the device is allocated (type invariant); an Ethernet device's `dev_addr` is
+        // at least `ETH_ALEN` (6) bytes long.
+        let addr = unsafe { bindings::oxrdma_netdev_addr(self.as_raw()) };
+        if !addr.is_null() {
+            // SAFETY: `addr` is the device's non-NULL `dev_addr`, at least 6 readable bytes long for an
+            // Ethernet device and valid as long as the device.
+            mac.copy_from_slice(unsafe { core::slice::from_raw_parts(addr, 6) });
+        }
+        mac
+    }
+
+    /// Whether both devices are in the same network namespace now.
+    pub fn same_net(&self, other: &NetDevice) -> bool {
+        // SAFETY: both devices are allocated (type invariant); `dev_net` reads one field each,
+        // and only the two pointers are compared.
+        unsafe {
+            bindings::oxrdma_dev_net(self.as_raw()) == bindings::oxrdma_dev_net(other.as_raw())
+        }
+    }
+
+    /// Whether the device is in namespace `ns` now.
+    pub fn is_in(&self, ns: &NetNs) -> bool {
+        // SAFETY: the device is allocated (type invariant); only the pointers are compared.
+        unsafe { bindings::oxrdma_dev_net(self.as_raw()) == ns.as_ptr() }
     }
 }
 
@@ -177,19 +174,6 @@ impl NetNs {
 
     pub(crate) fn as_ptr(&self) -> *mut bindings::net {
         self.0.get()
-    }
-
-    /// An identity for comparisons (never dereferenced); equals
-    /// [`super::udp_tunnel::TunnelRef::net_id`] for tunnels of this namespace.
-    pub fn id(&self) -> usize {
-        self.as_ptr() as usize
-    }
-}
-
-impl Drop for NetDevice {
-    fn drop(&mut self) {
-        // SAFETY: this value owns one reference (type invariant).
-        unsafe { bindings::oxrdma_dev_put(self.ptr.as_ptr()) };
     }
 }
 
@@ -215,7 +199,7 @@ pub enum NetdevEvent {
 /// Receives netdev events.
 pub trait NetdevHandler {
     /// Called under the RTNL for every netdev event of every namespace.
-    fn event(event: NetdevEvent, ndev: &NetDeviceRef<'_>);
+    fn event(event: NetdevEvent, ndev: &NetDevice);
 }
 
 /// A registered netdev notifier; unregistered on drop.
@@ -249,7 +233,7 @@ unsafe extern "C" fn netdev_event_cb<T: NetdevHandler>(
         return bindings::NOTIFY_DONE as i32;
     };
     // SAFETY: the device is valid for the duration of the notification (RTNL held).
-    let ndev = unsafe { NetDeviceRef::from_raw(ndev) };
+    let ndev = unsafe { NetDevice::from_raw(ndev) };
     let ev = match event as u32 {
         bindings::netdev_cmd_NETDEV_UP => NetdevEvent::Up,
         bindings::netdev_cmd_NETDEV_DOWN => NetdevEvent::Down,
@@ -259,7 +243,7 @@ unsafe extern "C" fn netdev_event_cb<T: NetdevHandler>(
         bindings::netdev_cmd_NETDEV_UNREGISTER => NetdevEvent::Unregister,
         _ => NetdevEvent::Other,
     };
-    T::event(ev, &ndev);
+    T::event(ev, ndev);
     bindings::NOTIFY_DONE as i32
 }
 

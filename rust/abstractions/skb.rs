@@ -19,11 +19,11 @@
 
 use super::bindings;
 use super::error::code;
-use super::net::NetDeviceRef;
+use super::net::NetDevice;
 use super::route::Route;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use kernel::{prelude::*, types::Opaque};
+use kernel::{prelude::*, types::ARef, types::Opaque};
 
 /// `ETH_P_IPV6` in network byte order, as `skb->protocol` holds it.
 const ETH_P_IPV6_BE: u16 = (bindings::ETH_P_IPV6 as u16).to_be();
@@ -63,7 +63,7 @@ impl Skb {
     /// Allocates (`GFP_ATOMIC`, any context) a linear skb for an IP packet of `ip_packet_len`
     /// bytes to be sent through `dev`: `LL_RESERVED_SPACE(dev)` bytes of headroom for the
     /// link-layer header, then `ip_packet_len` zeroed bytes starting at the network header.
-    pub fn alloc_tx(dev: &NetDeviceRef<'_>, ip_packet_len: usize) -> Result<Skb> {
+    pub fn alloc_tx(dev: &NetDevice, ip_packet_len: usize) -> Result<Skb> {
         let headroom = dev.ll_reserved_space();
         // The skb's sizes are `unsigned int`; refuse what would not fit (never a real packet).
         let len = u32::try_from(ip_packet_len).map_err(|_| EINVAL)?;
@@ -105,7 +105,9 @@ impl Skb {
     /// The packet bytes, for the driver to write the whole IP packet.
     pub fn data_mut(&mut self) -> &mut [u8] {
         let len = self.len();
-        // SAFETY: as in `data`; `&mut self` makes this the only access for the borrow.
+        // SAFETY: the skb is linear and owned, so `data[..len]` is initialised memory that only
+        // this value accesses (type invariant); `&mut self` makes this the only access for the
+        // borrow.
         unsafe {
             core::slice::from_raw_parts_mut(bindings::oxrdma_skb_data(self.ptr.as_ptr()), len)
         }
@@ -196,9 +198,11 @@ impl Drop for Skb {
 ///
 /// `ptr` is a valid `sk_buff` owned by this value: linear, its network header set to the
 /// start of the received IP packet, which extends to the end of the skb's data (the stack
-/// trimmed it to the IP and UDP lengths), and `skb->dev` is the ingress device.
+/// trimmed it to the IP and UDP lengths). `dev` is the device it arrived on (`skb->dev` at
+/// delivery), held: the packet may be processed after the receive softirq that delivered it.
 pub struct RxSkb {
     ptr: NonNull<bindings::sk_buff>,
+    dev: ARef<NetDevice>,
 }
 
 // SAFETY: an owned skb may be used and freed on any CPU.
@@ -213,26 +217,21 @@ impl RxSkb {
     ///
     /// `skb` must be valid, owned by the caller (ownership moves here), linear, with its
     /// network header at the start of the IP packet and its data ending where that packet
-    /// ends.
-    pub(crate) unsafe fn from_raw_rx(skb: NonNull<bindings::sk_buff>) -> Self {
-        // INVARIANT: guaranteed by the caller.
-        RxSkb { ptr: skb }
+    /// ends, and `skb->dev` valid (the receive path that delivers it).
+    pub(crate) unsafe fn from_raw_rx(skb: NonNull<bindings::sk_buff>) -> Option<Self> {
+        // SAFETY: `skb` is valid (function contract).
+        let dev = NonNull::new(unsafe { bindings::oxrdma_skb_dev(skb.as_ptr()) })?;
+        // SAFETY: the device is valid during the delivery (function contract); the `ARef`
+        // takes a reference of its own.
+        let dev = ARef::from(unsafe { NetDevice::from_raw(dev) });
+        // INVARIANT: guaranteed by the caller; `dev` is the ingress device, held.
+        Some(RxSkb { ptr: skb, dev })
     }
 
-    /// An opaque identity of the ingress device (`skb->dev`): equal to
-    /// [`NetDeviceRef::id`] of that device. For a destination address local to the namespace
+    /// The device the packet arrived on. For a destination address local to the namespace
     /// this is the loopback device, whatever device the sender routed through.
-    pub fn ingress_id(&self) -> usize {
-        // SAFETY: `self.ptr` is valid (type invariant).
-        unsafe { bindings::oxrdma_skb_dev(self.ptr.as_ptr()) as usize }
-    }
-
-    /// An identity of the ingress device's network namespace: equal to
-    /// [`NetDeviceRef::net_id`] of the devices in it.
-    pub fn net_id(&self) -> usize {
-        // SAFETY: `self.ptr` is valid (type invariant), and so is the device it arrived on for
-        // the skb's lifetime; `dev_net` reads one field.
-        unsafe { bindings::oxrdma_dev_net(bindings::oxrdma_skb_dev(self.ptr.as_ptr())) as usize }
+    pub fn ingress(&self) -> &NetDevice {
+        &self.dev
     }
 
     /// Whether this is an IPv6 packet (else IPv4).
@@ -258,9 +257,12 @@ impl RxSkb {
 
     /// Frees the packet as dropped (`kfree_skb`), for drop monitors.
     pub fn discard(self) {
-        let skb = self.into_raw();
-        // SAFETY: ownership of the skb moved out of `self`.
-        unsafe { bindings::oxrdma_kfree_skb(skb) };
+        let me = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `me.dev` is read out once (and dropped at the end of this function), never
+        // through `me`.
+        let _dev = unsafe { core::ptr::read(&me.dev) };
+        // SAFETY: the skb is owned (type invariant) and given up here.
+        unsafe { bindings::oxrdma_kfree_skb(me.ptr.as_ptr()) };
     }
 }
 
@@ -268,21 +270,31 @@ impl private::Sealed for RxSkb {}
 
 impl OwnedSkb for RxSkb {
     fn into_raw(self) -> *mut bindings::sk_buff {
-        let ptr = self.ptr.as_ptr();
-        core::mem::forget(self);
-        ptr
+        let me = core::mem::ManuallyDrop::new(self);
+        // The device reference now belongs to the raw skb; `skb->dev` names that device
+        // (type invariant), so `from_raw` finds it there.
+        // SAFETY: `me.dev` is read out once and never dropped through `me`.
+        let dev = unsafe { core::ptr::read(&me.dev) };
+        let _ = ARef::into_raw(dev);
+        me.ptr.as_ptr()
     }
 
     unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
-        // INVARIANT: the skb came from `RxSkb::into_raw` (safety requirement), so it satisfies
-        // the invariants it had.
-        RxSkb { ptr: skb }
+        // SAFETY: the skb came from `RxSkb::into_raw` (safety requirement): `skb->dev` is the
+        // held ingress device whose reference it carries, which moves back here.
+        let dev = unsafe { bindings::oxrdma_skb_dev(skb.as_ptr()) };
+        // SAFETY: `skb->dev` is the device `into_raw` left there with its reference, never NULL
+        // (`from_raw_rx` refused packets without one); the reference moves into the `ARef`.
+        let dev = unsafe { NetDevice::from_held(NonNull::new_unchecked(dev)) };
+        // INVARIANT: as it was before `into_raw`.
+        RxSkb { ptr: skb, dev }
     }
 }
 
 impl Drop for RxSkb {
     fn drop(&mut self) {
-        // SAFETY: this value owns the skb (type invariant).
+        // SAFETY: this value owns the skb (type invariant); the device reference is dropped
+        // with `self.dev`.
         unsafe { bindings::oxrdma_consume_skb(self.ptr.as_ptr()) };
     }
 }
@@ -303,7 +315,7 @@ pub struct SkbQueue<T: OwnedSkb> {
 
 // SAFETY: the queue's own spinlock serialises all access; the packets are `Send`.
 unsafe impl<T: OwnedSkb> Send for SkbQueue<T> {}
-// SAFETY: as for `Send`: every `&self` method takes the queue's lock (or reads its length
+// SAFETY: every `&self` method takes the queue's own lock (or reads its length
 // once).
 unsafe impl<T: OwnedSkb> Sync for SkbQueue<T> {}
 
@@ -357,8 +369,10 @@ impl<T: OwnedSkb> SkbQueue<T> {
 
 impl<T: OwnedSkb> Drop for SkbQueue<T> {
     fn drop(&mut self) {
-        // SAFETY: `head` is an initialised queue whose skbs the queue owns (type invariant);
-        // purging frees them. Neither `Skb` nor `RxSkb` has a destructor beyond freeing.
-        unsafe { bindings::oxrdma_skb_queue_purge(self.head.get()) };
+        // Each packet is freed as its type frees it (an `RxSkb` also drops its device
+        // reference), not by `skb_queue_purge`.
+        while let Some(skb) = self.pop() {
+            drop(skb);
+        }
     }
 }

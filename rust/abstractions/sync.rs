@@ -1,76 +1,119 @@
 // SPDX-License-Identifier: GPL-2.0
-//! A `static` mutex for the driver's slow-path registries.
-//!
-//! The 6.12 `kernel` crate has no way to put a `Mutex` in a `static` (it must be pinned and
-//! initialised at run time). Link creation, netdev events and module unload all need global
-//! state reachable from C callbacks that carry no context, so this wraps one C
-//! `DEFINE_MUTEX` (in `rust/helpers`) around data that can be built in a `const`.
-//!
-//! All `GlobalMutex` instances share that single lock: never hold one while taking another,
-//! and never hold it across calls that can take the RTNL or ib_core's registration locks
-//! (netdev notifiers run under the RTNL and take it).
+//! Locks the 6.12 `kernel` crate lacks: a mutex for `static` data, a spinlock that disables
+//! interrupts.
 
 use super::bindings;
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicU8, Ordering};
+use kernel::{str::CStr, types::Opaque};
 
-/// Data protected by the driver's global mutex.
+/// A mutex around `static` data, for state reachable from C callbacks that carry no context
+/// (`rdma link add`, module unload).
+///
+/// The 6.12 `kernel` crate cannot put a `Mutex` in a `static` (a `struct mutex` must be
+/// initialised in place at run time). Each `GlobalMutex` has a C mutex of its own, with a
+/// lockdep class of its own, initialised on first use; its data is built in a `const`.
+/// Process context only (it sleeps).
 ///
 /// # Invariants
 ///
-/// `data` is only accessed through a [`GlobalGuard`], which exists only while the C mutex
-/// `oxrdma_global_mutex` is held by the current task.
+/// `mutex` is initialised once `state` is `READY` (and only by the one caller that moved it
+/// from `UNINIT` to `INIT`); `data` is only accessed through a [`GlobalGuard`], which exists
+/// only while the current task holds `mutex`. A `GlobalMutex` is used only through
+/// `&'static` references, so it never moves after `mutex` is initialised.
 pub struct GlobalMutex<T> {
+    state: AtomicU8,
+    mutex: Opaque<kernel::bindings::mutex>,
+    key: Opaque<kernel::bindings::lock_class_key>,
+    name: &'static CStr,
     data: UnsafeCell<T>,
 }
 
-// SAFETY: access to `data` is serialised by the global mutex (type invariant), so sharing the
+const UNINIT: u8 = 0;
+const INIT: u8 = 1;
+const READY: u8 = 2;
+
+// SAFETY: access to `data` is serialised by the mutex (type invariant), so sharing the
 // wrapper between threads is sound when `T` may be sent between them.
 unsafe impl<T: Send> Sync for GlobalMutex<T> {}
 
 impl<T> GlobalMutex<T> {
-    /// Wraps `data`; usable in a `static` initialiser.
-    pub const fn new(data: T) -> Self {
+    /// Wraps `data`; for a `static` initialiser. `name` names the lock for lockdep.
+    pub const fn new(data: T, name: &'static CStr) -> Self {
         Self {
+            state: AtomicU8::new(UNINIT),
+            mutex: Opaque::uninit(),
+            key: Opaque::uninit(),
+            name,
             data: UnsafeCell::new(data),
         }
     }
 
-    /// Takes the global mutex (sleeping) and gives access to the data.
-    pub fn lock(&self) -> GlobalGuard<'_, T> {
-        // SAFETY: the mutex is statically initialised; this context may sleep (all callers
-        // are process-context slow paths).
-        unsafe { bindings::oxrdma_global_lock() };
+    /// Initialises the C mutex on first use.
+    fn ready(&'static self) {
+        loop {
+            match self
+                .state
+                .compare_exchange(UNINIT, INIT, Ordering::Acquire, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    // SAFETY: this caller alone moved the state out of `UNINIT`, so it alone
+                    // initialises the mutex, which lives in a `static` and never moves; the
+                    // key is in the same static, as lockdep requires of class keys.
+                    unsafe {
+                        kernel::bindings::__mutex_init(
+                            self.mutex.get(),
+                            self.name.as_char_ptr(),
+                            self.key.get(),
+                        )
+                    };
+                    // INVARIANT: initialised before `READY` is published.
+                    self.state.store(READY, Ordering::Release);
+                    return;
+                }
+                Err(READY) => return,
+                // Another task is initialising it: a few instructions.
+                Err(_) => core::hint::spin_loop(),
+            }
+        }
+    }
+
+    /// Takes the mutex (sleeping) and gives access to the data.
+    pub fn lock(&'static self) -> GlobalGuard<T> {
+        self.ready();
+        // SAFETY: initialised (`ready`); callers are in process context (documented above).
+        unsafe { kernel::bindings::mutex_lock(self.mutex.get()) };
         // INVARIANT: the mutex is held until the guard is dropped.
         GlobalGuard { lock: self }
     }
 }
 
 /// Access to a [`GlobalMutex`]'s data; unlocks on drop.
-pub struct GlobalGuard<'a, T> {
-    lock: &'a GlobalMutex<T>,
+pub struct GlobalGuard<T: 'static> {
+    lock: &'static GlobalMutex<T>,
 }
 
-impl<T> Deref for GlobalGuard<'_, T> {
+impl<T> Deref for GlobalGuard<T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: the global mutex is held while the guard lives (type invariant).
+        // SAFETY: the mutex is held while the guard lives (type invariant of `GlobalMutex`).
         unsafe { &*self.lock.data.get() }
     }
 }
 
-impl<T> DerefMut for GlobalGuard<'_, T> {
+impl<T> DerefMut for GlobalGuard<T> {
     fn deref_mut(&mut self) -> &mut T {
-        // SAFETY: the global mutex is held while the guard lives, and `&mut self` makes this
-        // the only access through the guard.
+        // SAFETY: the mutex is held while the guard lives, and `&mut self` makes this the only
+        // access through the guard.
         unsafe { &mut *self.lock.data.get() }
     }
 }
 
-impl<T> Drop for GlobalGuard<'_, T> {
+impl<T> Drop for GlobalGuard<T> {
     fn drop(&mut self) {
         // SAFETY: this task took the mutex in `GlobalMutex::lock`.
-        unsafe { bindings::oxrdma_global_unlock() };
+        unsafe { kernel::bindings::mutex_unlock(self.lock.mutex.get()) };
     }
 }
 

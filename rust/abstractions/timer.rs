@@ -1,90 +1,128 @@
 // SPDX-License-Identifier: GPL-2.0
-//! A kernel timer (`struct timer_list`) that calls back into an `Arc`-shared object.
+//! A kernel timer (`struct timer_list`) embedded in an `Arc`-shared object, calling back into
+//! it.
 //!
 //! C: `include/linux/timer.h`. The 6.12 `kernel` crate has no timers.
+//!
+//! # Ownership
+//!
+//! Like a work item, a pending timer owns a reference to its object: arming it hands over an
+//! `Arc` clone, the expiry consumes it. So the object lives while its timer is pending, and
+//! nothing keeps it alive otherwise (no reference cycle through its own timer). Before its
+//! module goes, the owner stops the timer for good with [`Timer::cancel`].
 
 use super::bindings;
-use core::ptr::addr_of_mut;
+use super::sync::SpinLockIrq;
+use core::ptr::NonNull;
 use kernel::{
-    alloc::{flags::GFP_KERNEL, KBox},
     prelude::*,
     sync::{Arc, ArcBorrow},
+    types::Opaque,
 };
 
 /// What a [`Timer`] calls when it expires.
-pub trait TimerHandler: Send + Sync + 'static {
+pub trait TimerHandler: Send + Sync + Sized + 'static {
     /// Called in softirq context: must not sleep (queue work instead).
     fn expired(this: ArcBorrow<'_, Self>);
 }
 
+/// A one-shot timer inside an object of type `T`, re-armed with [`Timer::arm_us`].
+///
 /// # Invariants
 ///
-/// `timer` is at offset 0 and was set up with `expired::<T>`; `target` comes from
-/// `Arc::into_raw` and is released in `Timer::drop` after the timer is stopped for good.
+/// `raw` is set up with `expired::<T>` and never moves (the timer is pinned). `owner` is the
+/// object given at construction; it is only compared with the `Arc`s the timer is armed with,
+/// and dereferenced only through the reference a pending timer owns: while `raw` is pending,
+/// the timer owns one reference to `owner` (from `Arc::into_raw`). Once `stopped` is set, the
+/// timer is never armed again.
 #[repr(C)]
-struct Raw<T> {
-    timer: bindings::timer_list,
-    target: *const T,
-}
-
-/// A one-shot timer, re-armed with [`Timer::arm_us`]. Dropping it waits for a running
-/// callback and cancels a pending one; it must be dropped in process context.
-///
-/// # Invariants
-///
-/// `raw` is a set-up timer that is never moved (boxed) and holds a reference on the target.
+#[pin_data]
 pub struct Timer<T: TimerHandler> {
-    raw: KBox<Raw<T>>,
+    #[pin]
+    raw: Opaque<bindings::timer_list>,
+    owner: NonNull<T>,
+    #[pin]
+    stopped: SpinLockIrq<bool>,
 }
 
-// SAFETY: `mod_timer` and `timer_delete_sync` may be called from any thread; the target is
-// `Send + Sync`.
+// SAFETY: the timer calls may be made from any thread; `owner` is only compared or used
+// through a counted reference; the target is `Send + Sync`.
 unsafe impl<T: TimerHandler> Send for Timer<T> {}
-// SAFETY: see `Send`; the only `&self` method is `arm_us`, which the timer core serialises.
+// SAFETY: the `&self` methods are serialised by the timer core and the `stopped` lock, and
+// `owner` is only compared or used through a counted reference.
 unsafe impl<T: TimerHandler> Sync for Timer<T> {}
 
 impl<T: TimerHandler> Timer<T> {
-    /// A stopped timer that will call `T::expired(target)`.
-    pub fn new(target: Arc<T>) -> Result<Self> {
-        let raw = KBox::new(
-            Raw {
-                timer: Default::default(),
-                target: Arc::into_raw(target),
-            },
-            GFP_KERNEL,
-        );
-        let mut raw = raw?;
-        // SAFETY: the box is never moved out of (only dropped), so the timer's address is
-        // stable; `expired::<T>` matches the `Raw<T>` layout.
-        unsafe { bindings::oxrdma_timer_setup(addr_of_mut!(raw.timer), Some(expired::<T>)) };
-        // INVARIANT: set up above, holding the target's reference.
-        Ok(Self { raw })
+    /// A stopped timer of the object being initialised at `owner` (in `pin_init!(&this in ...)`,
+    /// pass `this`): it can only be armed with an `Arc` of that object.
+    pub fn new(owner: NonNull<T>) -> impl PinInit<Self> {
+        pin_init!(Self {
+            // SAFETY: `timer_setup` initialises the pinned slot in place.
+            raw <- Opaque::ffi_init(|p| unsafe {
+                bindings::oxrdma_timer_setup(p, Some(expired::<T>))
+            }),
+            owner,
+            stopped <- crate::new_spinlock_irq!(false, "oxrdma_timer"),
+        })
     }
 
-    /// (Re)starts the timer to expire `us` microseconds from now (at jiffy granularity,
-    /// never early).
-    pub fn arm_us(&self, us: u64) {
-        let t = (&raw const self.raw.timer).cast_mut();
+    /// Arms with `how` (`mod_timer` or `timer_reduce`), handing over a reference of `owner`.
+    fn arm(&self, owner: &Arc<T>, how: impl FnOnce(*mut bindings::timer_list) -> i32) {
+        if !core::ptr::eq(&**owner, self.owner.as_ptr()) {
+            // Not this timer's object: arming would not keep the right object alive.
+            return;
+        }
+        let handed = Arc::into_raw(owner.clone());
+        let was_pending = {
+            let stopped = self.stopped.lock();
+            if *stopped {
+                true
+            } else {
+                // INVARIANT: if the timer was not pending, it now owns `handed`.
+                how(self.raw.get()) != 0
+            }
+        };
+        if was_pending {
+            // The pending timer already owns a reference (or the timer is stopped).
+            // SAFETY: `handed` came from `into_raw` above and is not owned by the timer.
+            drop(unsafe { Arc::from_raw(handed) });
+        }
+    }
+
+    /// (Re)starts the timer of `owner` (the object it is in) to expire `us` microseconds from
+    /// now (at jiffy granularity, never early). Nothing once cancelled.
+    pub fn arm_us(&self, owner: &Arc<T>, us: u64) {
         // SAFETY: set-up timer (type invariant); `mod_timer` synchronises internally.
-        unsafe { bindings::mod_timer(t, bindings::oxrdma_jiffies_after_us(us)) };
+        self.arm(owner, |t| unsafe {
+            bindings::mod_timer(t, bindings::oxrdma_jiffies_after_us(us))
+        });
     }
 
-    /// Starts the timer to expire `us` microseconds from now unless it is already due
-    /// earlier (`timer_reduce`).
-    pub fn arm_earlier_us(&self, us: u64) {
-        let t = (&raw const self.raw.timer).cast_mut();
+    /// Starts the timer of `owner` to expire `us` microseconds from now unless it is already
+    /// due earlier (`timer_reduce`). Nothing once cancelled.
+    pub fn arm_earlier_us(&self, owner: &Arc<T>, us: u64) {
         // SAFETY: set-up timer (type invariant); `timer_reduce` synchronises internally.
-        unsafe { bindings::timer_reduce(t, bindings::oxrdma_jiffies_after_us(us)) };
+        self.arm(owner, |t| unsafe {
+            bindings::timer_reduce(t, bindings::oxrdma_jiffies_after_us(us))
+        });
     }
-}
 
-impl<T: TimerHandler> Drop for Timer<T> {
-    fn drop(&mut self) {
-        // SAFETY: set-up timer; after this no callback runs or is pending (it does not re-arm
-        // itself: `expired` only calls the handler, and nothing else holds `self`).
-        unsafe { bindings::timer_delete_sync(addr_of_mut!(self.raw.timer)) };
-        // SAFETY: the reference taken in `new`, released once.
-        drop(unsafe { Arc::from_raw(self.raw.target) });
+    /// Stops the timer for good: a pending expiry is cancelled (and its reference dropped), a
+    /// running one waited for. Process context, not from the expiry handler.
+    pub fn cancel(&self) {
+        let was_pending = {
+            let mut stopped = self.stopped.lock();
+            *stopped = true;
+            // SAFETY: set-up timer (type invariant).
+            unsafe { bindings::timer_delete(self.raw.get()) != 0 }
+        };
+        if was_pending {
+            // SAFETY: the pending timer owned one reference (type invariant); it was
+            // cancelled, so that reference is ours to drop.
+            drop(unsafe { Arc::from_raw(self.owner.as_ptr()) });
+        }
+        // SAFETY: set-up timer; waits for an expiry running on another CPU (process context).
+        unsafe { bindings::timer_delete_sync(self.raw.get()) };
     }
 }
 
@@ -92,10 +130,14 @@ impl<T: TimerHandler> Drop for Timer<T> {
 ///
 /// Called by the timer core for a timer set up by `Timer::<T>::new`.
 unsafe extern "C" fn expired<T: TimerHandler>(t: *mut bindings::timer_list) {
-    // SAFETY: `t` is the first field of a live `Raw<T>` (the `Timer` waits for callbacks
-    // before freeing it), which holds a reference on the target.
-    let target = unsafe { ArcBorrow::from_raw((*t.cast::<Raw<T>>()).target) };
-    T::expired(target);
+    // SAFETY: `raw` is the first field of a `Timer<T>` (`Opaque` is transparent); the timer
+    // was pending, so it owned a reference to `owner` (type invariant), which keeps the owner
+    // and the timer in it alive; that reference moves here.
+    let owner = unsafe { Arc::from_raw((*t.cast::<Timer<T>>()).owner.as_ptr()) };
+    T::expired(owner.as_arc_borrow());
+    // Dropping the last reference frees the object, timer included, inside its own expiry,
+    // which the timer core allows (it does not touch the timer after the callback).
+    drop(owner);
 }
 
 /// Microseconds of the monotonic clock: the time base of the protocol state machines.

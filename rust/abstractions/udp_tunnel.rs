@@ -9,10 +9,10 @@
 //! # Lifetime
 //!
 //! Kernel sockets do not hold a reference on their namespace, so a socket must never outlive
-//! it. The layer keeps a module-global registry of open tunnels keyed by (namespace, port,
-//! receiver) under its own mutex, and a `pernet_operations` ([`TunnelRegistration`], held by
-//! the module) whose `exit` callback closes every tunnel of a namespace being dismantled. The
-//! namespace `exit` runs after the namespace's devices are gone.
+//! it. The layer is a pernet subsystem ([`TunnelRegistration`], held by the module): each
+//! namespace has a slot of its own (`net_generic`) listing the tunnels opened in it, and the
+//! subsystem's `exit` callback closes them when the namespace is dismantled (after its devices
+//! are gone).
 //!
 //! Devices hold [`TunnelRef`]s: the first [`TunnelRef::open`] in a namespace for a (port,
 //! receiver) creates the sockets, later ones share them, and they are closed when the last
@@ -25,6 +25,10 @@
 //! section), then releases the socket. `encap_rcv` drops packets of a socket whose user data
 //! is gone, so once a tunnel is closed its receiver is never called again.
 //!
+//! Locks: a namespace's slot, then a tunnel's state. Whoever closes a tunnel's sockets does so
+//! holding the tunnel's state lock; the namespace's `exit` takes that lock for every tunnel of
+//! the slot, so a namespace is not freed while one of its sockets is being released.
+//!
 //! # Context
 //!
 //! [`TunnelRegistration::register`], its drop, [`TunnelRef::open`] and [`TunnelRef`]'s drop
@@ -33,15 +37,16 @@
 
 use super::bindings;
 use super::error::code;
-use super::net::NetDeviceRef;
+use super::net::{NetDevice, NetNs};
 use super::skb::RxSkb;
 use core::cell::UnsafeCell;
-use core::ops::{Deref, DerefMut};
+use core::mem::size_of;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
-use kernel::rbtree::{RBTree, RBTreeNodeReservation};
-use kernel::sync::Arc;
+use kernel::sync::{Arc, Mutex};
+use kernel::types::Opaque;
+use kernel::{alloc::KVec, new_mutex};
 
 /// Receives the packets of a tunnel.
 pub trait UdpEncapReceiver: Send + Sync + 'static {
@@ -55,16 +60,40 @@ pub trait UdpEncapReceiver: Send + Sync + 'static {
 /// `UDP_ENCAP_ESPINUDP_NON_IKE`).
 const ENCAP_TYPE: u8 = 1;
 
-/// What the sockets' user data points to while they are open.
+/// A tunnel: what the sockets' user data points to while they are open.
+#[pin_data]
 struct Tunnel {
     receiver: Arc<dyn UdpEncapReceiver>,
+    port: u16,
+    /// Whether the sockets are open (a mirror of `state.socks` for lockless readers).
     open: AtomicBool,
-    has_ipv6: bool,
-    key: Key,
+    #[pin]
+    state: Mutex<TunnelState>,
 }
 
-/// Namespace identity, UDP port, receiver identity.
-type Key = (usize, u16, usize);
+struct TunnelState {
+    /// [`TunnelRef`]s of this tunnel.
+    handles: usize,
+    socks: Option<Socks>,
+    /// The namespace is gone: the tunnel cannot be opened again.
+    dead: bool,
+}
+
+/// The open sockets of a tunnel.
+struct Socks {
+    v4: Sock,
+    v6: Option<Sock>,
+}
+
+impl Socks {
+    /// Releases the sockets (sleeps): afterwards the receiver is not called any more.
+    fn release(self) {
+        if let Some(s) = self.v6 {
+            s.release();
+        }
+        self.v4.release();
+    }
+}
 
 /// An owned kernel socket (`struct socket`) created by `udp_sock_create{4,6}`.
 ///
@@ -152,12 +181,15 @@ unsafe extern "C" fn encap_rcv(sk: *mut bindings::sock, skb: *mut bindings::sk_b
     match NonNull::new(skb) {
         Some(skb) if linear => {
             // The IP and UDP layers trimmed the skb to the packet's length (function contract).
-            // SAFETY: owned, linear, network header at the IP header; ownership moves to the
-            // receiver.
-            let pkt = unsafe { RxSkb::from_raw_rx(skb) };
-            // SAFETY: a non-NULL user data is a `Tunnel` kept alive until a grace period
-            // after it is cleared; this runs inside an RCU read-side section.
-            unsafe { (*tunnel).receiver.receive(pkt) };
+            // SAFETY: owned, linear, network header at the IP header, `skb->dev` the ingress
+            // device during this delivery; ownership moves to the `RxSkb` if there is one.
+            match unsafe { RxSkb::from_raw_rx(skb) } {
+                // SAFETY: a non-NULL user data is a `Tunnel` kept alive until a grace period
+                // after it is cleared; this runs inside an RCU read-side section.
+                Some(pkt) => unsafe { (*tunnel).receiver.receive(pkt) },
+                // SAFETY: still owned here; freed as dropped.
+                None => unsafe { bindings::oxrdma_kfree_skb(skb.as_ptr()) },
+            }
         }
         // SAFETY: the skb is owned here (function safety requirement); freed as dropped.
         _ => unsafe { bindings::oxrdma_kfree_skb(skb) },
@@ -168,180 +200,142 @@ unsafe extern "C" fn encap_rcv(sk: *mut bindings::sock, skb: *mut bindings::sk_b
     0
 }
 
-/// An open tunnel in the registry.
-struct Entry {
-    tunnel: Arc<Tunnel>,
-    handles: usize,
-    v4: Option<Sock>,
-    v6: Option<Sock>,
+/// The tunnels of one namespace: the subsystem's `net_generic` data, initialised by
+/// `net_init` and dropped by `net_exit`.
+#[pin_data]
+struct NetSlot {
+    #[pin]
+    tunnels: Mutex<KVec<Arc<Tunnel>>>,
 }
 
-impl Entry {
-    /// Closes the sockets (sleeps): afterwards the receiver is not called any more.
-    fn close(&mut self) {
-        self.tunnel.open.store(false, Ordering::Release);
-        if let Some(s) = self.v6.take() {
-            s.release();
-        }
-        if let Some(s) = self.v4.take() {
-            s.release();
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Unregistered,
-    Registering,
-    Registered,
-    Unregistering,
-}
-
-struct Registry {
-    state: State,
-    tunnels: Option<RBTree<Key, Entry>>,
-}
-
-/// The registry, behind the tunnel mutex (a C `DEFINE_MUTEX` of its own, so that driver code
-/// holding its [`super::sync::GlobalMutex`] may open and drop tunnels).
+/// The subsystem's `net_generic` id, assigned by `register_pernet_subsys`.
 ///
 /// # Invariants
 ///
-/// `data` is only accessed through a [`RegistryGuard`], which exists only while the C mutex
-/// `oxrdma_tunnel_mutex` is held by the current task.
-struct RegistryLock {
-    data: UnsafeCell<Registry>,
-}
+/// Written only by the namespace core while it registers the subsystem (when no namespace
+/// callback and no [`TunnelRef::open`] can run), read only while it is registered.
+struct PernetId(UnsafeCell<kernel::ffi::c_uint>);
 
-// SAFETY: access to `data` is serialised by the mutex (type invariant) and `Registry` is
-// `Send`.
-unsafe impl Sync for RegistryLock {}
+// SAFETY: see the type invariant: the one write happens before any read can.
+unsafe impl Sync for PernetId {}
 
-static REGISTRY: RegistryLock = RegistryLock {
-    data: UnsafeCell::new(Registry {
-        state: State::Unregistered,
-        tunnels: None,
-    }),
-};
+static NET_ID: PernetId = PernetId(UnsafeCell::new(0));
+/// Whether a [`TunnelRegistration`] exists (so `NET_ID` is valid).
+static REGISTERED: AtomicBool = AtomicBool::new(false);
 
-struct RegistryGuard;
-
-impl RegistryLock {
-    fn lock(&self) -> RegistryGuard {
-        // SAFETY: the mutex is statically initialised; callers are in process context.
-        unsafe { bindings::oxrdma_tunnel_lock() };
-        // INVARIANT: the mutex is held until the guard is dropped.
-        RegistryGuard
-    }
-}
-
-impl Deref for RegistryGuard {
-    type Target = Registry;
-    fn deref(&self) -> &Registry {
-        // SAFETY: the tunnel mutex is held while the guard lives (type invariant of
-        // `RegistryLock`).
-        unsafe { &*REGISTRY.data.get() }
-    }
-}
-
-impl DerefMut for RegistryGuard {
-    fn deref_mut(&mut self) -> &mut Registry {
-        // SAFETY: the tunnel mutex is held while the guard lives and `&mut self` makes this
-        // the only access through it.
-        unsafe { &mut *REGISTRY.data.get() }
-    }
-}
-
-impl Drop for RegistryGuard {
-    fn drop(&mut self) {
-        // SAFETY: this task took the mutex in `RegistryLock::lock`.
-        unsafe { bindings::oxrdma_tunnel_unlock() };
-    }
-}
-
-/// Removes and closes (under the lock) one tunnel of namespace `net`, if any; returns it to
-/// be dropped outside the lock.
-fn close_one_of(net: usize) -> Option<Entry> {
-    let mut reg = REGISTRY.lock();
-    let tree = reg.tunnels.as_mut()?;
-    let key = *tree.keys().find(|k| k.0 == net)?;
-    let mut entry = tree.remove(&key)?;
-    entry.close();
-    Some(entry)
-}
-
-/// `pernet_operations.exit`: the namespace is being dismantled (its devices are gone).
+/// The slot of `net`.
 ///
 /// # Safety
 ///
-/// Called by the namespace core only.
-unsafe extern "C" fn net_exit(net: *mut bindings::net) {
-    while let Some(entry) = close_one_of(net as usize) {
-        drop(entry);
+/// The subsystem is registered and `net`'s `exit` has not run (nor started) for it.
+unsafe fn slot<'a>(net: *mut bindings::net) -> &'a NetSlot {
+    // SAFETY: registered, so `NET_ID` is our id and `net` has our data, initialised by
+    // `net_init` and valid until `net_exit` (function contract).
+    unsafe { &*bindings::oxrdma_net_generic(net, *NET_ID.0.get()).cast::<NetSlot>() }
+}
+
+/// `pernet_operations.init`: a new namespace (or one existing at registration).
+///
+/// # Safety
+///
+/// Called by the namespace core only, with our zeroed `net_generic` data allocated.
+unsafe extern "C" fn net_init(net: *mut bindings::net) -> kernel::ffi::c_int {
+    // SAFETY: the data is allocated (`size` of the ops), not initialised and not yet used.
+    let data = unsafe { bindings::oxrdma_net_generic(net, *NET_ID.0.get()) }.cast::<NetSlot>();
+    let init = pin_init!(NetSlot {
+        tunnels <- new_mutex!(KVec::new(), "oxrdma_net_tunnels"),
+    });
+    // SAFETY: `data` is valid for writes and stays in place until `net_exit` drops it.
+    match unsafe { init.__pinned_init(data) } {
+        Ok(()) => 0,
+        Err(e) => match e {},
     }
 }
 
-const fn pernet_ops() -> bindings::pernet_operations {
-    // SAFETY: `pernet_operations` is plain data for which all-zeroes is valid (empty list
-    // head, no callbacks, no generic data), what a C designated initialiser leaves.
-    let mut ops: bindings::pernet_operations = unsafe { core::mem::zeroed() };
-    ops.exit = Some(net_exit);
-    ops
+/// `pernet_operations.exit`: the namespace is being dismantled (its devices are gone), or the
+/// subsystem unregistered.
+///
+/// # Safety
+///
+/// Called by the namespace core only, once per successful `net_init`.
+unsafe extern "C" fn net_exit(net: *mut bindings::net) {
+    // SAFETY: `net_init` succeeded for `net` and its exit is this call.
+    let s = unsafe { slot(net) };
+    let tunnels = core::mem::replace(&mut *s.tunnels.lock(), KVec::new());
+    for t in tunnels.iter() {
+        let socks = {
+            let mut st = t.state.lock();
+            st.dead = true;
+            t.open.store(false, Ordering::Release);
+            st.socks.take()
+        };
+        // Released here, with the namespace still alive; a handle dropping concurrently
+        // found the sockets gone or released them under the state lock before we took it.
+        if let Some(socks) = socks {
+            socks.release();
+        }
+    }
+    drop(tunnels);
+    // SAFETY: initialised by `net_init`, not used any more (the namespace is going, and no
+    // `TunnelRef::open` reaches a dying namespace); the memory is freed by the core.
+    unsafe { core::ptr::drop_in_place((s as *const NetSlot).cast_mut()) };
 }
-
-/// The `pernet_operations`; only touched by `register_pernet_subsys` and
-/// `unregister_pernet_subsys`, which the registry state serialises.
-static mut PERNET_OPS: bindings::pernet_operations = pernet_ops();
 
 /// The module's registration of the tunnel layer with the namespace core; tunnels can be
 /// opened while it exists. At most one exists at a time; the module holds it from init to
 /// exit. Dropping it closes every tunnel (process context).
+///
+/// # Invariants
+///
+/// `ops` is registered with `register_pernet_subsys` at a pinned address until `drop`, and
+/// `REGISTERED` is true meanwhile.
 pub struct TunnelRegistration {
-    _private: (),
+    ops: Pin<KBox<Opaque<bindings::pernet_operations>>>,
 }
 
+// SAFETY: the ops are only touched by the namespace core under its own lock.
+unsafe impl Send for TunnelRegistration {}
+// SAFETY: no `&self` method touches the ops.
+unsafe impl Sync for TunnelRegistration {}
+
 impl TunnelRegistration {
-    /// Registers the per-namespace exit hook (`register_pernet_subsys`). `EBUSY` if already
+    /// Registers the per-namespace hooks (`register_pernet_subsys`). `EBUSY` if already
     /// registered. Process context, no RTNL.
     pub fn register() -> Result<Self> {
-        {
-            let mut reg = REGISTRY.lock();
-            if reg.state != State::Unregistered {
-                return Err(EBUSY);
-            }
-            reg.state = State::Registering;
-            reg.tunnels = Some(RBTree::new());
+        if REGISTERED.swap(true, Ordering::AcqRel) {
+            return Err(EBUSY);
         }
-        // Not called with the tunnel mutex held: the namespace core calls `net_exit`, which
-        // takes it, under the lock that registration takes.
-        // SAFETY: `PERNET_OPS` is a static initialised above; the `Registering` state keeps
-        // anyone else from registering or unregistering it.
-        let err = unsafe { bindings::register_pernet_subsys(&raw mut PERNET_OPS) };
-        let mut reg = REGISTRY.lock();
+        // SAFETY: all-zeroes is a valid `pernet_operations` (empty list head, no callbacks).
+        let mut raw: bindings::pernet_operations = unsafe { core::mem::zeroed() };
+        raw.init = Some(net_init);
+        raw.exit = Some(net_exit);
+        raw.id = NET_ID.0.get();
+        raw.size = size_of::<NetSlot>();
+        let ops = match KBox::pin(Opaque::new(raw), GFP_KERNEL) {
+            Ok(o) => o,
+            Err(e) => {
+                REGISTERED.store(false, Ordering::Release);
+                return Err(e.into());
+            }
+        };
+        // SAFETY: `ops` is initialised and pinned until `drop` unregisters it; `NET_ID` is
+        // written by the core here, before any callback runs.
+        let err = unsafe { bindings::register_pernet_subsys(ops.get()) };
         if err != 0 {
-            reg.state = State::Unregistered;
-            reg.tunnels = None;
+            REGISTERED.store(false, Ordering::Release);
             return Err(Error::from_errno(err));
         }
-        reg.state = State::Registered;
-        Ok(Self { _private: () })
+        // INVARIANT: registered above.
+        Ok(Self { ops })
     }
 }
 
 impl Drop for TunnelRegistration {
     fn drop(&mut self) {
-        REGISTRY.lock().state = State::Unregistering;
-        // `unregister_pernet_subsys` calls `net_exit` for every namespace: it closes every tunnel.
-        // SAFETY: registered in `register` (this value exists); no new tunnel can be opened
-        // now.
-        unsafe { bindings::unregister_pernet_subsys(&raw mut PERNET_OPS) };
-        let tree = {
-            let mut reg = REGISTRY.lock();
-            reg.state = State::Unregistered;
-            reg.tunnels.take()
-        };
-        // Every namespace went through `net_exit`, so this is empty; drop it outside the lock.
-        drop(tree);
+        // Calls `net_exit` for every namespace: it closes every tunnel.
+        // SAFETY: registered in `register` (type invariant).
+        unsafe { bindings::unregister_pernet_subsys(self.ops.get()) };
+        REGISTERED.store(false, Ordering::Release);
     }
 }
 
@@ -354,14 +348,14 @@ struct NetGuard(*mut bindings::net);
 
 impl NetGuard {
     /// References `dev`'s current namespace, unless it is being dismantled.
-    fn of(dev: &NetDeviceRef<'_>) -> Option<NetGuard> {
+    fn of(dev: &NetDevice) -> Option<NetGuard> {
         // The caller does not hold the RTNL; `maybe_get_net` fails once the namespace's count
         // dropped to zero.
         // SAFETY: the RTNL keeps the device from moving between namespaces, and a device in
         // a namespace keeps its `struct net` allocated.
         let net = unsafe {
             bindings::rtnl_lock();
-            let net = bindings::oxrdma_maybe_get_net(bindings::oxrdma_dev_net(dev.as_ptr()));
+            let net = bindings::oxrdma_maybe_get_net(bindings::oxrdma_dev_net(dev.as_raw()));
             bindings::rtnl_unlock();
             net
         };
@@ -381,11 +375,18 @@ impl Drop for NetGuard {
 ///
 /// # Invariants
 ///
-/// While the registry holds an entry for `tunnel` (same `Arc`), that entry counts this handle
-/// in `handles`.
+/// `tunnel.state.handles` counts this handle; `net` is the tunnel's namespace (compared,
+/// never dereferenced: the namespace may be gone).
 pub struct TunnelRef {
     tunnel: Arc<Tunnel>,
+    net: *mut bindings::net,
 }
+
+// SAFETY: `net` is only compared; the tunnel is `Send + Sync`.
+unsafe impl Send for TunnelRef {}
+// SAFETY: `net` is only compared and the tunnel is `Sync`, so shared references may be used
+// from any thread.
+unsafe impl Sync for TunnelRef {}
 
 impl TunnelRef {
     /// Opens (or shares) the tunnel of `dev`'s network namespace on UDP `port` delivering to
@@ -398,77 +399,76 @@ impl TunnelRef {
     /// nothing behind. `ENODEV` if the namespace is being dismantled; `EINVAL` without a
     /// [`TunnelRegistration`].
     pub fn open(
-        dev: &NetDeviceRef<'_>,
+        dev: &NetDevice,
         port: u16,
         receiver: Arc<dyn UdpEncapReceiver>,
     ) -> Result<TunnelRef> {
         let net = NetGuard::of(dev).ok_or(ENODEV)?;
-        let rx_id = (&*receiver as *const dyn UdpEncapReceiver).cast::<u8>() as usize;
-        let key: Key = (net.0 as usize, port, rx_id);
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-
-        let mut reg = REGISTRY.lock();
-        if reg.state != State::Registered {
+        if !REGISTERED.load(Ordering::Acquire) {
             return Err(EINVAL);
         }
-        let tree = reg.tunnels.as_mut().ok_or(EINVAL)?;
-        if let Some(entry) = tree.get_mut(&key) {
-            entry.handles += 1;
-            // INVARIANT: counted above.
-            return Ok(TunnelRef {
-                tunnel: entry.tunnel.clone(),
-            });
-        }
-
-        // SAFETY: `net` holds a reference on the namespace for the calls below.
-        let v4 = unsafe { Sock::create(net.0, bindings::AF_INET, port) }?;
-        // SAFETY: as above.
-        let v6 = match unsafe { Sock::create(net.0, bindings::AF_INET6, port) } {
-            Ok(s) => Some(s),
-            Err(e) if e == code::eafnosupport() => None,
-            Err(e) => {
-                v4.release();
-                return Err(e);
-            }
-        };
-        let tunnel = match Arc::new(
-            Tunnel {
-                receiver,
-                open: AtomicBool::new(true),
-                has_ipv6: v6.is_some(),
-                key,
-            },
-            GFP_KERNEL,
-        ) {
-            Ok(t) => t,
-            Err(e) => {
-                if let Some(s) = v6 {
-                    s.release();
+        // SAFETY: registered (checked above; the caller's module holds the registration
+        // while it opens tunnels), and the reference `net` holds keeps its exit from running.
+        let s = unsafe { slot(net.0) };
+        let tunnel = {
+            let mut tunnels = s.tunnels.lock();
+            let found = tunnels
+                .iter()
+                .find(|t| t.port == port && Arc::ptr_eq(&t.receiver, &receiver))
+                .cloned();
+            match found {
+                Some(t) => t,
+                None => {
+                    let t = Arc::pin_init(
+                        pin_init!(Tunnel {
+                            receiver,
+                            port,
+                            open: AtomicBool::new(false),
+                            state <- new_mutex!(TunnelState {
+                                handles: 0,
+                                socks: None,
+                                dead: false,
+                            }, "oxrdma_tunnel"),
+                        }),
+                        GFP_KERNEL,
+                    )?;
+                    tunnels.push(t.clone(), GFP_KERNEL)?;
+                    t
                 }
-                v4.release();
-                return Err(e.into());
             }
         };
-        let ptr: *const Tunnel = &*tunnel;
-        // SAFETY: `net` is the sockets' live namespace; the tunnel is kept alive by the entry
-        // until `Entry::close` has released the sockets.
-        unsafe {
-            v4.setup(net.0, ptr);
-            if let Some(s) = &v6 {
-                s.setup(net.0, ptr);
-            }
+        let mut st = tunnel.state.lock();
+        if st.dead {
+            return Err(ENODEV);
         }
-        tree.insert(node.into_node(
-            key,
-            Entry {
-                tunnel: tunnel.clone(),
-                handles: 1,
-                v4: Some(v4),
-                v6,
-            },
-        ));
-        // INVARIANT: the new entry counts this handle.
-        Ok(TunnelRef { tunnel })
+        if st.socks.is_none() {
+            // SAFETY: `net` holds a reference on the namespace for the calls below.
+            let v4 = unsafe { Sock::create(net.0, bindings::AF_INET, port) }?;
+            // SAFETY: `net` holds a reference on the namespace for this call too.
+            let v6 = match unsafe { Sock::create(net.0, bindings::AF_INET6, port) } {
+                Ok(s) => Some(s),
+                Err(e) if e == code::eafnosupport() => None,
+                Err(e) => {
+                    v4.release();
+                    return Err(e);
+                }
+            };
+            let ptr: *const Tunnel = &*tunnel;
+            // SAFETY: `net` is the sockets' live namespace; the tunnel is kept alive by the
+            // namespace's slot and the handles until its sockets are released.
+            unsafe {
+                v4.setup(net.0, ptr);
+                if let Some(s) = &v6 {
+                    s.setup(net.0, ptr);
+                }
+            }
+            st.socks = Some(Socks { v4, v6 });
+            tunnel.open.store(true, Ordering::Release);
+        }
+        st.handles += 1;
+        drop(st);
+        // INVARIANT: counted above.
+        Ok(TunnelRef { tunnel, net: net.0 })
     }
 
     /// Whether the sockets are still open: false once the namespace was dismantled or the
@@ -479,46 +479,37 @@ impl TunnelRef {
 
     /// Whether an IPv6 socket was opened too.
     pub fn has_ipv6(&self) -> bool {
-        self.tunnel.has_ipv6
+        self.tunnel
+            .state
+            .lock()
+            .socks
+            .as_ref()
+            .is_some_and(|s| s.v6.is_some())
     }
 
     /// The UDP port.
     pub fn port(&self) -> u16 {
-        self.tunnel.key.1
+        self.tunnel.port
     }
 
-    /// The namespace's identity (never dereferenced): see [`super::net::NetNs::id`].
-    pub fn net_id(&self) -> usize {
-        self.tunnel.key.0
+    /// Whether the tunnel belongs to namespace `ns`.
+    pub fn is_in(&self, ns: &NetNs) -> bool {
+        self.net == ns.as_ptr()
     }
 }
 
 impl Drop for TunnelRef {
     /// Process context only: dropping the last handle closes the sockets, which sleeps.
     fn drop(&mut self) {
-        let entry = {
-            let mut reg = REGISTRY.lock();
-            let Some(tree) = reg.tunnels.as_mut() else {
-                return;
-            };
-            let key = self.tunnel.key;
-            match tree.get_mut(&key) {
-                Some(e) if Arc::ptr_eq(&e.tunnel, &self.tunnel) => {
-                    e.handles -= 1;
-                    if e.handles > 0 {
-                        return;
-                    }
-                }
-                // Closed already (namespace exit, unregistration).
-                _ => return,
+        let mut st = self.tunnel.state.lock();
+        st.handles -= 1;
+        if st.handles == 0 {
+            if let Some(socks) = st.socks.take() {
+                self.tunnel.open.store(false, Ordering::Release);
+                // Under the state lock: the namespace's exit waits for it, so the namespace
+                // lives while its sockets are released.
+                socks.release();
             }
-            let mut entry = tree.remove(&key);
-            if let Some(e) = entry.as_mut() {
-                e.close();
-            }
-            entry
-        };
-        // The receiver may be dropped here, outside the lock.
-        drop(entry);
+        }
     }
 }

@@ -4,7 +4,6 @@
  */
 #include <kunit/test.h>
 #include <linux/idr.h>
-#include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <rdma/ib_verbs.h>
 
@@ -99,18 +98,6 @@ void *oxrdma_err_ptr(long err)
 bool oxrdma_ib_device_try_get(struct ib_device *ibdev)
 {
 	return ib_device_try_get(ibdev);
-}
-
-static DEFINE_MUTEX(oxrdma_global_mutex);
-
-void oxrdma_global_lock(void)
-{
-	mutex_lock(&oxrdma_global_mutex);
-}
-
-void oxrdma_global_unlock(void)
-{
-	mutex_unlock(&oxrdma_global_mutex);
 }
 
 unsigned long oxrdma_spin_lock_irqsave(spinlock_t *lock)

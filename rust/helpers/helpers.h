@@ -52,9 +52,6 @@ void *oxrdma_err_ptr(long err);
 /* ib_device_try_get(): a registration reference, false once unregistration has begun. */
 bool oxrdma_ib_device_try_get(struct ib_device *ibdev);
 
-/* One global mutex for the driver's slow-path registries (static DEFINE_MUTEX). */
-void oxrdma_global_lock(void);
-void oxrdma_global_unlock(void);
 /* spin_lock_irqsave(), spin_unlock_irqrestore() (macros) */
 struct spinlock;
 unsigned long oxrdma_spin_lock_irqsave(struct spinlock *lock);

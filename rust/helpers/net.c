@@ -2,7 +2,6 @@
 /*
  * C helpers for oxrdma's packet I/O abstractions; see net.h.
  */
-#include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
 #include <net/flow.h>
@@ -10,6 +9,7 @@
 #include <net/ipv6.h>
 #include <net/ipv6_stubs.h>
 #include <net/net_namespace.h>
+#include <net/netns/generic.h>
 #include <net/route.h>
 #include <net/sock.h>
 
@@ -191,24 +191,17 @@ void oxrdma_skb_queue_head_init(struct sk_buff_head *list)
 	skb_queue_head_init(list);
 }
 
-void oxrdma_skb_queue_purge(struct sk_buff_head *list)
-{
-	skb_queue_purge(list);
-}
-
 u32 oxrdma_skb_queue_len(const struct sk_buff_head *list)
 {
 	return skb_queue_len_lockless(list);
 }
 
-static DEFINE_MUTEX(oxrdma_tunnel_mutex);
-
-void oxrdma_tunnel_lock(void)
+void *oxrdma_net_generic(const struct net *net, unsigned int id)
 {
-	mutex_lock(&oxrdma_tunnel_mutex);
-}
+	void *data;
 
-void oxrdma_tunnel_unlock(void)
-{
-	mutex_unlock(&oxrdma_tunnel_mutex);
+	rcu_read_lock();
+	data = net_generic(net, id);
+	rcu_read_unlock();
+	return data;
 }

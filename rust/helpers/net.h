@@ -71,13 +71,14 @@ void oxrdma_rcu_read_lock(void);
 void oxrdma_rcu_read_unlock(void);
 void *oxrdma_sk_user_data(struct sock *sk);
 
-/* skb_queue_head_init(), skb_queue_purge(), skb_queue_len_lockless() */
+/* skb_queue_head_init(), skb_queue_len_lockless() */
 void oxrdma_skb_queue_head_init(struct sk_buff_head *list);
-void oxrdma_skb_queue_purge(struct sk_buff_head *list);
 u32 oxrdma_skb_queue_len(const struct sk_buff_head *list);
 
-/* The mutex of the UDP tunnel registry (static DEFINE_MUTEX). */
-void oxrdma_tunnel_lock(void);
-void oxrdma_tunnel_unlock(void);
+/*
+ * net_generic(): the data of pernet subsystem @id in @net (under rcu_read_lock; it stays
+ * valid until the subsystem's exit for @net has run).
+ */
+void *oxrdma_net_generic(const struct net *net, unsigned int id);
 
 #endif

@@ -121,13 +121,7 @@ void oxrdma_copy_kernel(void *dst, u64 src, size_t len)
 	memcpy(dst, (const void *)(uintptr_t)src, len);
 }
 
-static int oxrdma_set_page_cb(struct ib_mr *mr, u64 addr)
+void oxrdma_sysfs_attr_init(struct attribute *attr)
 {
-	return oxrdma_mr_set_page(mr, addr);
-}
-
-int oxrdma_sg_to_pages(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
-		       unsigned int *sg_offset)
-{
-	return ib_sg_to_pages(mr, sg, sg_nents, sg_offset, oxrdma_set_page_cb);
+	sysfs_attr_init(attr);
 }

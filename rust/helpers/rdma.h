@@ -49,13 +49,9 @@ void *oxrdma_vmalloc_user(size_t len);
 struct page *oxrdma_virt_page(u64 addr);
 /* Copies @len bytes from kernel address @src (an IB_SEND_INLINE SGE of a kernel user). */
 void oxrdma_copy_kernel(void *dst, u64 src, size_t len);
-struct ib_mr;
-struct scatterlist;
-/* ib_sg_to_pages() with oxrdma's set_page callback, which calls oxrdma_mr_set_page(). */
-int oxrdma_sg_to_pages(struct ib_mr *mr, struct scatterlist *sg, int sg_nents,
-		       unsigned int *sg_offset);
-/* Implemented in Rust (rust/abstractions/rdma/kmem.rs). */
-int oxrdma_mr_set_page(struct ib_mr *mr, u64 addr);
+struct attribute;
+/* sysfs_attr_init(): the lockdep key of an attribute not in static memory. */
+void oxrdma_sysfs_attr_init(struct attribute *attr);
 /* ktime_get_ns() in microseconds: the clock of the protocol state machines. */
 u64 oxrdma_now_us(void);
 

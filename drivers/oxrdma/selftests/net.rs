@@ -13,6 +13,7 @@ use crate::ox::udp_tunnel::{TunnelRef, UdpEncapReceiver};
 use kernel::c_str;
 use kernel::prelude::*;
 use kernel::sync::Arc;
+use kernel::types::ARef;
 
 const LOCAL4: [u8; 4] = [127, 0, 0, 1];
 const LOCAL6: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
@@ -38,7 +39,7 @@ fn collector() -> Result<Arc<Collect>> {
     )?)
 }
 
-fn lo() -> Result<NetDevice> {
+fn lo() -> Result<ARef<NetDevice>> {
     NetDevice::get_by_name(NetNs::init_net(), c_str!("lo"))
 }
 
@@ -114,7 +115,6 @@ fn build_udp(udp: &mut [u8], dport: u16) {
 /// Sends a v4 (or v6) packet of `len` bytes to `dport` over `lo`; returns the bytes sent.
 fn send(t: &mut Test, ipv6: bool, dport: u16, len: usize, id: u16) -> Option<KVec<u8>> {
     let dev = lo().ok()?;
-    let dev = dev.borrow();
     let route = if ipv6 {
         Route::v6(&dev, LOCAL6, LOCAL6, 0, 0)
     } else {
@@ -157,7 +157,7 @@ fn skb_alloc_is_zeroed_and_writable(t: &mut Test) {
     let Ok(dev) = lo() else {
         return t.fail(format_args!("no lo"));
     };
-    match Skb::alloc_tx(&dev.borrow(), 1500) {
+    match Skb::alloc_tx(&dev, 1500) {
         Ok(mut skb) => {
             t.expect_eq(skb.len(), 1500);
             t.expect(skb.data().iter().all(|&b| b == 0), "zeroed");
@@ -176,7 +176,7 @@ fn skb_queue_is_fifo_and_purges(t: &mut Test) {
         return t.fail(format_args!("queue"));
     };
     for n in 1..=3usize {
-        if let Ok(skb) = Skb::alloc_tx(&dev.borrow(), n) {
+        if let Ok(skb) = Skb::alloc_tx(&dev, n) {
             q.push(skb);
         }
     }
@@ -190,15 +190,14 @@ fn route_v4_loopback(t: &mut Test) {
     let Ok(dev) = lo() else {
         return t.fail(format_args!("no lo"));
     };
-    let dev = dev.borrow();
     match Route::v4(&dev, [0; 4], LOCAL4, 0) {
         Ok(r) => {
             t.expect_eq(r.saddr_v4(), LOCAL4);
-            t.expect_eq(r.dev_id(), dev.id());
+            t.expect(r.leaves_through(&dev), "the route leaves through lo");
             t.expect(r.mtu() >= 1280, "path MTU");
             t.expect(!r.is_ipv6(), "IPv4 route");
             let c = r.clone();
-            t.expect_eq(c.dev_id(), r.dev_id());
+            t.expect(c.leaves_through(&dev), "so does its clone");
         }
         Err(e) => t.fail(format_args!("route: {e:?}")),
     }
@@ -209,13 +208,13 @@ fn tunnel_v4_delivers_exact_bytes(t: &mut Test) {
     let (Ok(dev), Ok(rx)) = (lo(), collector()) else {
         return t.fail(format_args!("setup"));
     };
-    let tun = match TunnelRef::open(&dev.borrow(), PORT, rx.clone()) {
+    let tun = match TunnelRef::open(&dev, PORT, rx.clone()) {
         Ok(h) => h,
         Err(e) => return t.fail(format_args!("open: {e:?}")),
     };
     t.expect(tun.is_open(), "open");
     t.expect_eq(tun.port(), PORT);
-    t.expect_eq(tun.net_id(), NetNs::init_net().id());
+    t.expect(tun.is_in(NetNs::init_net()), "the tunnel is in init_net");
     for (len, id) in [(28 + 40, 0x1234u16), (1500, 0xbeef)] {
         let Some(sent) = send(t, false, PORT, len, id) else {
             return;
@@ -223,7 +222,7 @@ fn tunnel_v4_delivers_exact_bytes(t: &mut Test) {
         match wait(&rx) {
             Some(p) => {
                 t.expect(!p.is_ipv6(), "IPv4");
-                t.expect_eq(p.ingress_id(), dev.borrow().id());
+                t.expect(*p.ingress() == *dev, "arrived on lo");
                 t.expect_eq(p.ip_packet().len(), sent.len());
                 t.expect(p.ip_packet() == &sent[..], "received bytes == sent bytes");
             }
@@ -238,7 +237,7 @@ fn tunnel_v6_delivers_exact_bytes(t: &mut Test) {
     let (Ok(dev), Ok(rx)) = (lo(), collector()) else {
         return t.fail(format_args!("setup"));
     };
-    let tun = match TunnelRef::open(&dev.borrow(), PORT, rx.clone()) {
+    let tun = match TunnelRef::open(&dev, PORT, rx.clone()) {
         Ok(h) => h,
         Err(e) => return t.fail(format_args!("open: {e:?}")),
     };
@@ -249,7 +248,7 @@ fn tunnel_v6_delivers_exact_bytes(t: &mut Test) {
     match wait(&rx) {
         Some(p) => {
             t.expect(p.is_ipv6(), "IPv6");
-            t.expect_eq(p.ingress_id(), dev.borrow().id());
+            t.expect(*p.ingress() == *dev, "arrived on lo");
             t.expect(p.ip_packet() == &sent[..], "received bytes == sent bytes");
         }
         None => t.fail(format_args!("nothing received (UDP checksum 0 over IPv6)")),
@@ -261,7 +260,6 @@ fn tunnel_shared_until_last_handle(t: &mut Test) {
     let (Ok(dev), Ok(rx)) = (lo(), collector()) else {
         return t.fail(format_args!("setup"));
     };
-    let dev = dev.borrow();
     let (Ok(a), Ok(b)) = (
         TunnelRef::open(&dev, PORT, rx.clone()),
         TunnelRef::open(&dev, PORT, rx.clone()),
@@ -298,7 +296,6 @@ fn tunnel_port_in_use(t: &mut Test) {
     let (Ok(dev), Ok(rx), Ok(other)) = (lo(), collector(), collector()) else {
         return t.fail(format_args!("setup"));
     };
-    let dev = dev.borrow();
     let Ok(a) = TunnelRef::open(&dev, PORT, rx.clone()) else {
         return t.fail(format_args!("open"));
     };
@@ -317,7 +314,6 @@ fn xmit_refuses_wrong_length(t: &mut Test) {
     let Ok(dev) = lo() else {
         return t.fail(format_args!("no lo"));
     };
-    let dev = dev.borrow();
     let (Ok(route), Ok(mut skb)) = (Route::v4(&dev, LOCAL4, LOCAL4, 0), Skb::alloc_tx(&dev, 64))
     else {
         return t.fail(format_args!("setup"));

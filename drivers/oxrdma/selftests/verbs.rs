@@ -11,38 +11,110 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::sync::{Arc, ArcBorrow};
 use kernel::{alloc::KVec, prelude::*};
 
-struct Counter(AtomicU32);
+/// What happens to the objects of a timer test, counted outside them.
+struct Tally {
+    hits: AtomicU32,
+    drops: AtomicU32,
+}
 
-impl TimerHandler for Counter {
-    fn expired(this: ArcBorrow<'_, Self>) {
-        this.0.fetch_add(1, Ordering::SeqCst);
+/// Counts the drop of the object it is in.
+struct DropCount(Arc<Tally>);
+
+impl Drop for DropCount {
+    fn drop(&mut self) {
+        self.0.drops.fetch_add(1, Ordering::SeqCst);
     }
 }
 
-/// A timer fires once, not early, after `arm_us`; re-arming moves it; dropping it cancels a
-/// pending expiry.
-fn timer_fires_once_and_drop_cancels(t: &mut Test) {
-    let Ok(c) = Arc::new(Counter(AtomicU32::new(0)), GFP_KERNEL) else {
-        return t.fail(format_args!("allocation"));
-    };
-    let Ok(timer) = Timer::new(c.clone()) else {
-        return t.fail(format_args!("Timer::new"));
-    };
-    let start = now_us();
-    timer.arm_us(20_000);
+/// An object with a timer in it that counts its expiries.
+#[pin_data]
+struct Counter {
+    tally: DropCount,
+    #[pin]
+    timer: Timer<Counter>,
+}
+
+impl TimerHandler for Counter {
+    fn expired(this: ArcBorrow<'_, Self>) {
+        this.tally.0.hits.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counter() -> Result<(Arc<Counter>, Arc<Tally>)> {
+    let tally = Arc::new(
+        Tally {
+            hits: AtomicU32::new(0),
+            drops: AtomicU32::new(0),
+        },
+        GFP_KERNEL,
+    )?;
+    let mine = DropCount(tally.clone());
+    let c = Arc::pin_init(
+        pin_init!(&this in Counter {
+            tally: mine,
+            timer <- Timer::new(this),
+        }),
+        GFP_KERNEL,
+    )?;
+    Ok((c, tally))
+}
+
+/// Waits up to 2 s for `v` to reach `n`.
+fn wait_for(v: &AtomicU32, n: u32) {
     let mut waited = 0;
-    while c.0.load(Ordering::SeqCst) == 0 && waited < 2000 {
+    while v.load(Ordering::SeqCst) < n && waited < 2000 {
         msleep(5);
         waited += 5;
     }
-    t.expect_eq(c.0.load(Ordering::SeqCst), 1);
+}
+
+/// A timer fires once, not early; while pending it keeps its object alive (and only then: no
+/// reference cycle); re-arming leaks no reference; it cannot be armed with another object;
+/// `cancel` drops a pending expiry and stops the timer for good.
+fn timer_fires_once_and_owns_its_object_while_pending(t: &mut Test) {
+    // Not armed: our reference is the only one.
+    let Ok((c, tally)) = counter() else {
+        return t.fail(format_args!("allocation"));
+    };
+    drop(c);
+    t.expect_eq(tally.drops.load(Ordering::SeqCst), 1);
+
+    // Armed (three times), our reference dropped: the object lives until the expiry, which
+    // frees it, once.
+    let Ok((c, tally)) = counter() else {
+        return t.fail(format_args!("allocation"));
+    };
+    let start = now_us();
+    c.timer.arm_us(&c, 20_000);
+    c.timer.arm_us(&c, 20_000);
+    c.timer.arm_earlier_us(&c, 30_000);
+    drop(c);
+    t.expect_eq(tally.drops.load(Ordering::SeqCst), 0);
+    wait_for(&tally.drops, 1);
     t.expect(now_us() - start >= 20_000, "the timer did not fire early");
     msleep(50);
-    t.expect_eq(c.0.load(Ordering::SeqCst), 1);
-    timer.arm_us(30_000);
-    drop(timer);
+    t.expect_eq(tally.hits.load(Ordering::SeqCst), 1);
+    t.expect_eq(tally.drops.load(Ordering::SeqCst), 1);
+
+    // Armed with another object's `Arc`: refused.
+    let (Ok((c, tally)), Ok((other, other_tally))) = (counter(), counter()) else {
+        return t.fail(format_args!("allocation"));
+    };
+    c.timer.arm_us(&other, 1_000);
+    drop(other);
+    t.expect_eq(other_tally.drops.load(Ordering::SeqCst), 1);
+    msleep(50);
+    t.expect_eq(tally.hits.load(Ordering::SeqCst), 0);
+    t.expect_eq(other_tally.hits.load(Ordering::SeqCst), 0);
+
+    // Cancelled while pending: never fires, its reference is dropped, and arming is over.
+    c.timer.arm_us(&c, 30_000);
+    c.timer.cancel();
+    c.timer.arm_us(&c, 1_000);
+    drop(c);
+    t.expect_eq(tally.drops.load(Ordering::SeqCst), 1);
     msleep(80);
-    t.expect_eq(c.0.load(Ordering::SeqCst), 1);
+    t.expect_eq(tally.hits.load(Ordering::SeqCst), 0);
 }
 
 /// Ring memory: whole zeroed pages; copies and atomics only inside it, misaligned atomics
@@ -161,7 +233,7 @@ kunit_suite!(
     verbs_suite,
     "oxrdma_verbs",
     [
-        timer_fires_once_and_drop_cancels,
+        timer_fires_once_and_owns_its_object_while_pending,
         ring_buf_bounds,
         kernel_mem_by_address,
         fast_reg_pages_span_pages

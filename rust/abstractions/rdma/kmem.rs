@@ -66,7 +66,8 @@ fn read_at(addr: u64, dst: &mut [u8]) -> Result<(), AccessError> {
 fn write_at(addr: u64, src: &[u8]) -> Result<(), AccessError> {
     let ptr = src.as_ptr();
     for_each_piece(addr, src.len(), |p, in_page, at, n| {
-        // SAFETY: as in `read_at`, `src` readable for `at + n` bytes.
+        // SAFETY: `p` is a page of the linear map, `in_page + n <= PAGE_SIZE`, `at + n` is
+        // within `src`.
         unsafe { bindings::oxrdma_page_write(p, in_page, ptr.add(at).cast(), n) }
     })
 }

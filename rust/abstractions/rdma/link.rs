@@ -3,7 +3,7 @@
 //!
 //! C: `include/rdma/rdma_netlink.h` (`rdma_link_register`, `struct rdma_link_ops`).
 
-use super::super::{bindings, net::NetDeviceRef};
+use super::super::{bindings, net::NetDevice};
 use core::{marker::PhantomData, pin::Pin};
 use kernel::{error::code, prelude::*, str::CStr, types::Opaque};
 
@@ -16,7 +16,7 @@ pub trait LinkType {
     /// Creates an RDMA device named `ibdev_name` on top of `ndev`.
     ///
     /// Called from ib_core's netlink handler with the RTNL not held.
-    fn newlink(ibdev_name: &CStr, ndev: &NetDeviceRef<'_>) -> Result;
+    fn newlink(ibdev_name: &CStr, ndev: &NetDevice) -> Result;
 }
 
 /// A registered link type; unregistered on drop.
@@ -53,8 +53,8 @@ unsafe extern "C" fn newlink_callback<T: LinkType>(
         return code::EINVAL.to_errno();
     };
     // SAFETY: ib_core holds a reference on `ndev` (`dev_get_by_name`) across the call.
-    let ndev = unsafe { NetDeviceRef::from_raw(ndev) };
-    match T::newlink(name, &ndev) {
+    let ndev = unsafe { NetDevice::from_raw(ndev) };
+    match T::newlink(name, ndev) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }

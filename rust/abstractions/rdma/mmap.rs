@@ -10,8 +10,9 @@
 //! (`mmap_free`, after the object's destruction *and* the process's last `munmap`). So the
 //! kernel never writes to freed memory and the process never maps freed memory.
 //!
-//! The entry itself ([`MmapReg`]) is bound to the user context. It is owned by the object
-//! glue of [`super::verbs`], which removes it when the object (CQ, QP, SRQ) is destroyed, which
+//! The entry itself ([`MmapEntry`]) is bound to the user context. A driver makes it through
+//! [`UserCall::map_ring`](super::udata::UserCall::map_ring) during a create call; the adapter
+//! keeps it with the object (CQ, QP, SRQ) and removes it when the object is destroyed, which
 //! uverbs does before it frees the context.
 //!
 //! # The process is hostile
@@ -42,7 +43,7 @@ pub struct RingBuf {
 
 // SAFETY: plain memory, accessed only by copies and atomics.
 unsafe impl Send for RingBuf {}
-// SAFETY: as for `Send`.
+// SAFETY: shared access is only by copies and atomics, which tolerate concurrency.
 unsafe impl Sync for RingBuf {}
 
 impl RingBuf {
@@ -125,7 +126,8 @@ impl RingBuf {
         if off.checked_add(src.len()).map_or(true, |e| e > self.len) {
             return Err(EINVAL);
         }
-        // SAFETY: bounds checked above; see `read`.
+        // SAFETY: bounds checked above; the process may read or write concurrently, which the C
+        // copy tolerates (it only copies bytes).
         unsafe {
             bindings::oxrdma_copy_shared(
                 self.buf.as_ptr().add(off).cast(),
@@ -161,24 +163,27 @@ struct Entry {
 /// # Invariants
 ///
 /// `entry` was inserted into a live user context's table and not yet removed.
-pub(crate) struct MmapReg {
+pub(super) struct MmapEntry {
     entry: NonNull<Entry>,
 }
 
-impl MmapReg {
-    /// Allocates a ring of at least `len` bytes and makes it mappable by the process of
-    /// `uctx`. Returns the ring, its mmap registration and the mmap offset.
+// SAFETY: the entry is only removed (on drop), which ib_core allows from any thread.
+unsafe impl Send for MmapEntry {}
+// SAFETY: no method reaches the entry through `&self`.
+unsafe impl Sync for MmapEntry {}
+
+impl MmapEntry {
+    /// Makes `ring` mappable by the process of `uctx`. Returns the entry and the mmap offset
+    /// the process maps it at.
     ///
     /// # Safety
     ///
-    /// `uctx` must be a live user context, and the returned registration must be dropped
-    /// before the context is freed.
-    pub(crate) unsafe fn new(
+    /// `uctx` must be a live user context, and the returned entry must be dropped before the
+    /// context is freed.
+    pub(super) unsafe fn insert(
         uctx: *mut bindings::ib_ucontext,
-        len: usize,
-    ) -> Result<(Arc<RingBuf>, Self, u64)> {
-        let ring = RingBuf::new(len)?;
-        let len = ring.len();
+        ring: &Arc<RingBuf>,
+    ) -> Result<(Self, u64)> {
         let entry = KBox::new(
             Entry {
                 rdma: Default::default(),
@@ -192,9 +197,9 @@ impl MmapReg {
         };
         // SAFETY: `uctx` is live (contract); `entry` is a fresh, zeroed entry that ib_core
         // keeps until `mmap_free`.
-        let ret = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, entry.cast(), len) };
+        let ret = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, entry.cast(), ring.len()) };
         if ret != 0 {
-            // SAFETY: not inserted: still ours; releases the `Arc` and the box.
+            // SAFETY: not inserted, so still ours alone: releases the `Arc` and the box.
             unsafe {
                 drop(Arc::from_raw((*entry).ring));
                 drop(KBox::from_raw(entry));
@@ -208,53 +213,54 @@ impl MmapReg {
             // SAFETY: `KBox::into_raw` never returns NULL.
             entry: unsafe { NonNull::new_unchecked(entry) },
         };
-        Ok((ring, reg, offset as u64))
+        Ok((reg, offset as u64))
     }
 }
 
-impl Drop for MmapReg {
+impl Drop for MmapEntry {
     fn drop(&mut self) {
         // SAFETY: inserted and not removed (type invariant); the context is live (contract of
-        // `new`). ib_core calls `mmap_free` once the process has unmapped it too.
+        // `insert`). ib_core calls `mmap_free` once the process has unmapped it too.
         unsafe { bindings::rdma_user_mmap_entry_remove(self.entry.as_ptr().cast()) };
     }
 }
 
-/// The `mmap` op: maps the ring registered at the VMA's offset.
+/// Maps the ring of the entry registered at the VMA's offset (ib_core's `mmap` op).
 ///
 /// # Safety
 ///
-/// Called by ib_core with a live user context and the VMA being set up.
-pub(crate) unsafe extern "C" fn mmap(
+/// `uctx` is a live user context whose entries were all made by [`MmapEntry::insert`], `vma`
+/// the VMA being set up for it.
+pub(super) unsafe fn map(
     uctx: *mut bindings::ib_ucontext,
     vma: *mut bindings::vm_area_struct,
-) -> kernel::ffi::c_int {
+) -> Result {
     // SAFETY: arguments valid (function contract); returns a referenced entry whose length
     // matches the VMA's, or NULL.
     let e = unsafe { bindings::rdma_user_mmap_entry_get(uctx, vma) };
     if e.is_null() {
-        return EINVAL.to_errno();
+        return Err(EINVAL);
     }
-    // SAFETY: every entry oxrdma inserts is an `Entry` (offset 0); the reference taken above
-    // keeps it and its ring alive.
+    // SAFETY: the context's entries are `Entry`s (`rdma` at offset 0; function contract); the
+    // reference taken above keeps it and its ring alive.
     let ring = unsafe { &*(*e.cast::<Entry>()).ring };
-    // SAFETY: `ring.buf` is a vmalloc_user area of `ring.len` bytes, which the entry's length
-    // check made equal to the VMA's length.
+    // SAFETY: `ring.buf` is a vmalloc_user area of `ring.len` bytes (`RingBuf` invariant),
+    // which the entry's length check made equal to the VMA's length.
     let ret = unsafe { bindings::remap_vmalloc_range(vma, ring.buf.as_ptr().cast(), 0) };
     // SAFETY: drops the reference taken above.
     unsafe { bindings::rdma_user_mmap_entry_put(e) };
-    ret
+    kernel::error::to_result(ret)
 }
 
-/// The `mmap_free` op: the entry's last reference is gone.
+/// Frees an entry whose last reference is gone (ib_core's `mmap_free` op).
 ///
 /// # Safety
 ///
-/// Called by ib_core once per entry oxrdma inserted.
-pub(crate) unsafe extern "C" fn mmap_free(e: *mut bindings::rdma_user_mmap_entry) {
-    // SAFETY: an `Entry` made by `KBox::into_raw` in `MmapReg::new` (type invariant), freed
-    // only here.
+/// `e` is an entry made by [`MmapEntry::insert`], released by ib_core for the last time.
+pub(super) unsafe fn free(e: *mut bindings::rdma_user_mmap_entry) {
+    // SAFETY: an `Entry` made by `KBox::into_raw` in `MmapEntry::insert` (offset 0), freed
+    // only here (function contract).
     let entry = unsafe { KBox::from_raw(e.cast::<Entry>()) };
-    // SAFETY: the `Arc` reference the entry held.
+    // SAFETY: the `Arc` reference the entry held (`Entry` invariant).
     drop(unsafe { Arc::from_raw(entry.ring) });
 }

@@ -152,7 +152,8 @@ impl UserMem {
     pub fn write(&self, off: usize, src: &[u8]) -> Result<(), AccessError> {
         let ptr = src.as_ptr();
         self.for_each_piece(off, src.len(), |p, in_page, at, n| {
-            // SAFETY: as in `read`, with `src` readable for `at + n` bytes.
+            // SAFETY: `p` is pinned (type invariant); `in_page + n <= PAGE_SIZE`; `at + n` is
+            // within `src`.
             unsafe { bindings::oxrdma_page_write(p.0.as_ptr(), in_page, ptr.add(at).cast(), n) }
         })
     }

@@ -1,24 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Kernel verbs users (ULPs such as NVMe-oF, iSER, NFS/RDMA): their work requests and work
-//! completions as safe Rust values, and the `post_send` / `post_recv` / `post_srq_recv` /
-//! `poll_cq` glue for kernel objects.
+//! Work requests and work completions of kernel verbs users (ULPs such as NVMe-oF, iSER,
+//! NFS/RDMA) as safe Rust values: the chains a `post_send` / `post_recv` / `post_srq_recv`
+//! hands over, and the `ib_wc` array a `poll_cq` fills.
 //!
-//! User objects do not come here: a process posts and polls on the mmapped rings, and its
-//! `post_send` is only the doorbell (see `verbs.rs`).
-//!
-//! Kernel users may post and poll from any context (process, softirq, hard interrupt) and
-//! concurrently: the driver's hooks must not sleep.
+//! Posting and polling may happen in any context (process, softirq, hard interrupt) and
+//! concurrently: a driver's hooks must not sleep.
 //!
 //! C: `include/rdma/ib_verbs.h` (`struct ib_send_wr` and its containers `ib_rdma_wr`,
 //! `ib_atomic_wr`, `ib_reg_wr`; `struct ib_recv_wr`, `struct ib_wc`).
 
 use super::super::bindings;
-use super::device::Driver;
-use super::verbs::{cq_data, qp_data, srq_data, QpEvents};
+use super::events::QpEvents;
 use core::marker::PhantomData;
 use core::mem::size_of;
+use core::ptr::NonNull;
 use kernel::{ffi::c_int, prelude::*};
-
 /// A scatter/gather element of a kernel work request: a DMA address (a kernel virtual
 /// address for oxrdma, see [`super::kmem`]), a length and the L_Key of the MR it is in.
 #[repr(C)]
@@ -240,10 +236,13 @@ impl WcSink<'_> {
     /// Writes `wc` into the next entry. A completion of a QP that was destroyed since is
     /// dropped (there is no `ib_qp` to name). Returns whether it was written.
     pub fn push(&mut self, wc: &Wc<'_>) -> bool {
-        let qp = wc.qp.raw_qp();
-        if !self.has_room() || qp.is_null() {
+        if !self.has_room() {
             return false;
         }
+        wc.qp.0.with(|qp| self.write(wc, qp.as_ptr())).is_some()
+    }
+
+    fn write(&mut self, wc: &Wc<'_>, qp: *mut bindings::ib_qp) {
         let mut flags = 0;
         let mut ex = bindings::ib_wc__bindgen_ty_2::default();
         if let Some(imm) = wc.imm {
@@ -265,10 +264,32 @@ impl WcSink<'_> {
             ..Default::default()
         };
         e.__bindgen_anon_1.wr_id = wc.wr_id;
-        // SAFETY: `n < cap` entries of `out` are writable (type invariant).
+        // SAFETY: `n < cap` entries of `out` are writable (type invariant; `push` checked
+        // the room).
         unsafe { self.out.add(self.n).write(e) };
         self.n += 1;
-        true
+    }
+}
+
+impl<'a> WcSink<'a> {
+    /// The `cap` entries at `out`.
+    ///
+    /// # Safety
+    ///
+    /// `out` is valid for writes of `cap` entries for `'a`.
+    pub(super) unsafe fn new(out: *mut bindings::ib_wc, cap: usize) -> Self {
+        // INVARIANT: function contract; nothing written yet.
+        Self {
+            out,
+            cap,
+            n: 0,
+            _p: PhantomData,
+        }
+    }
+
+    /// Entries written.
+    pub(super) fn written(&self) -> usize {
+        self.n
     }
 }
 
@@ -374,123 +395,103 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
     })
 }
 
-/// Posts a kernel user's chain of send WRs, stopping at the first the driver refuses.
+/// A chain of send work requests being posted (`post_send`). The driver takes them one by one;
+/// when it returns an error, the request it was at is reported back as the bad one.
 ///
-/// # Safety
+/// # Invariants
 ///
-/// `ibqp` is a live kernel `QpObj<T>`; `wr` a valid chain; `bad` NULL or writable.
-pub(crate) unsafe fn post_send<T: Driver>(
-    ibqp: *mut bindings::ib_qp,
-    mut wr: *const bindings::ib_send_wr,
-    bad: *mut *const bindings::ib_send_wr,
-) -> c_int {
-    // SAFETY: live QP (function contract).
-    let qp = unsafe { qp_data::<T>(ibqp) };
-    while !wr.is_null() {
-        // SAFETY: a WR of the chain (function contract).
-        let r = unsafe { send_wr(wr) }.and_then(|w| T::post_send(qp, &w));
-        if let Err(e) = r {
-            if !bad.is_null() {
-                // SAFETY: writable when non-NULL (function contract).
-                unsafe { *bad = wr };
-            }
-            return e.to_errno();
+/// `next` and `cur` are NULL or WRs of a valid chain of a kernel user (each in the container
+/// its opcode names), live for `'a`.
+pub struct SendWrs<'a> {
+    next: *const bindings::ib_send_wr,
+    cur: *const bindings::ib_send_wr,
+    _p: PhantomData<&'a bindings::ib_send_wr>,
+}
+
+impl<'a> SendWrs<'a> {
+    /// # Safety
+    ///
+    /// `first` is NULL or the head of a valid chain, live for `'a`.
+    pub(super) unsafe fn new(first: *const bindings::ib_send_wr) -> Self {
+        // INVARIANT: function contract.
+        Self {
+            next: first,
+            cur: core::ptr::null(),
+            _p: PhantomData,
         }
-        // SAFETY: valid chain.
-        wr = unsafe { (*wr).next };
     }
-    0
+
+    /// Whether the chain had no request at all (the uverbs `POST_SEND` command with none).
+    pub fn is_empty(&self) -> bool {
+        self.next.is_null() && self.cur.is_null()
+    }
+
+    /// The request taken last (the bad one after an error).
+    pub(super) fn current(&self) -> *const bindings::ib_send_wr {
+        self.cur
+    }
 }
 
-/// The receive WRs of a chain, one by one, to `post`; stops at the first refused.
+impl<'a> Iterator for SendWrs<'a> {
+    /// A request, or `EINVAL` for one that cannot be represented (unknown opcode, bad SGEs).
+    type Item = Result<SendWr<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let wr = NonNull::new(self.next.cast_mut())?;
+        self.cur = wr.as_ptr();
+        // SAFETY: a WR of the chain (type invariant).
+        self.next = unsafe { (*wr.as_ptr()).next };
+        // SAFETY: a WR of the chain, live for `'a` (type invariant).
+        Some(unsafe { send_wr(wr.as_ptr()) })
+    }
+}
+
+/// A chain of receive work requests being posted (`post_recv`, `post_srq_recv`); see
+/// [`SendWrs`].
 ///
-/// # Safety
+/// # Invariants
 ///
-/// `wr` is a valid chain; `bad` NULL or writable.
-unsafe fn post_recv_chain(
-    mut wr: *const bindings::ib_recv_wr,
-    bad: *mut *const bindings::ib_recv_wr,
-    mut post: impl FnMut(&RecvWr<'_>) -> Result,
-) -> c_int {
-    while !wr.is_null() {
-        // SAFETY: a WR of the chain (function contract).
-        let w = unsafe { &*wr };
-        // SAFETY: the WR's SGE array.
-        let r = unsafe { sges(w.sg_list, w.num_sge) }.and_then(|sges| {
-            post(&RecvWr {
-                // SAFETY: `wr_id` and `wr_cqe` share the storage; returned as is.
-                wr_id: unsafe { w.__bindgen_anon_1.wr_id },
-                sges,
-            })
-        });
-        if let Err(e) = r {
-            if !bad.is_null() {
-                // SAFETY: writable when non-NULL.
-                unsafe { *bad = wr };
-            }
-            return e.to_errno();
+/// `next` and `cur` are NULL or WRs of a valid chain, live for `'a`.
+pub struct RecvWrs<'a> {
+    next: *const bindings::ib_recv_wr,
+    cur: *const bindings::ib_recv_wr,
+    _p: PhantomData<&'a bindings::ib_recv_wr>,
+}
+
+impl<'a> RecvWrs<'a> {
+    /// # Safety
+    ///
+    /// `first` is NULL or the head of a valid chain, live for `'a`.
+    pub(super) unsafe fn new(first: *const bindings::ib_recv_wr) -> Self {
+        // INVARIANT: function contract.
+        Self {
+            next: first,
+            cur: core::ptr::null(),
+            _p: PhantomData,
         }
-        wr = w.next;
     }
-    0
+
+    /// The request taken last (the bad one after an error).
+    pub(super) fn current(&self) -> *const bindings::ib_recv_wr {
+        self.cur
+    }
 }
 
-/// # Safety
-///
-/// Called by ib_core on a live `QpObj<T>` with a valid WR chain.
-pub(crate) unsafe extern "C" fn post_recv<T: Driver>(
-    ibqp: *mut bindings::ib_qp,
-    wr: *const bindings::ib_recv_wr,
-    bad: *mut *const bindings::ib_recv_wr,
-) -> c_int {
-    // SAFETY: live QP; user QPs post receives through their ring, never here.
-    let (qp, user) = unsafe { (qp_data::<T>(ibqp), !(*ibqp).uobject.is_null()) };
-    if user {
-        return EINVAL.to_errno();
-    }
-    // SAFETY: valid chain (function contract).
-    unsafe { post_recv_chain(wr, bad, |w| T::post_recv(qp, w)) }
-}
+impl<'a> Iterator for RecvWrs<'a> {
+    /// A request, or `EINVAL` for one whose SGEs cannot be represented.
+    type Item = Result<RecvWr<'a>>;
 
-/// # Safety
-///
-/// Called by ib_core on a live `SrqObj<T>` with a valid WR chain.
-pub(crate) unsafe extern "C" fn post_srq_recv<T: Driver>(
-    ibsrq: *mut bindings::ib_srq,
-    wr: *const bindings::ib_recv_wr,
-    bad: *mut *const bindings::ib_recv_wr,
-) -> c_int {
-    // SAFETY: live SRQ; user SRQs post through their ring.
-    let (srq, user) = unsafe { (srq_data::<T>(ibsrq), !(*ibsrq).uobject.is_null()) };
-    if user {
-        return EINVAL.to_errno();
+    fn next(&mut self) -> Option<Self::Item> {
+        let wr = NonNull::new(self.next.cast_mut())?;
+        self.cur = wr.as_ptr();
+        // SAFETY: a WR of the chain (type invariant).
+        let w = unsafe { &*wr.as_ptr() };
+        self.next = w.next;
+        // SAFETY: the WR's SGE array, live with the WR.
+        Some(unsafe { sges(w.sg_list, w.num_sge) }.map(|sges| RecvWr {
+            // SAFETY: `wr_id` and `wr_cqe` share the storage; either is returned as is.
+            wr_id: unsafe { w.__bindgen_anon_1.wr_id },
+            sges,
+        }))
     }
-    // SAFETY: valid chain (function contract).
-    unsafe { post_recv_chain(wr, bad, |w| T::post_srq_recv(srq, w)) }
-}
-
-/// # Safety
-///
-/// Called by ib_core (a kernel user's `ib_poll_cq`) on a live `CqObj<T>` with room for
-/// `num` entries at `wc`.
-pub(crate) unsafe extern "C" fn poll_cq<T: Driver>(
-    ibcq: *mut bindings::ib_cq,
-    num: c_int,
-    wc: *mut bindings::ib_wc,
-) -> c_int {
-    let cap = usize::try_from(num).unwrap_or(0);
-    if cap == 0 || wc.is_null() {
-        return 0;
-    }
-    // SAFETY: live CQ (function contract).
-    let cq = unsafe { cq_data::<T>(ibcq) };
-    // INVARIANT: `wc` has room for `cap` entries (function contract).
-    let mut sink = WcSink {
-        out: wc,
-        cap,
-        n: 0,
-        _p: PhantomData,
-    };
-    T::poll_cq(cq, &mut sink);
-    sink.n as c_int
 }
