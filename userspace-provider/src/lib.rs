@@ -6,10 +6,12 @@
 //! `verbs_register_driver_34`. From then on libibverbs calls in through those ops.
 //!
 //! Layout:
-//! * [`ffi`]: the only module with `unsafe` code: bindgen's bindings to libibverbs' private
-//!   provider interface (`ffi::sys`), the ops tables, the registration constructor, and every
-//!   `extern "C"` entry point. Entry points translate raw pointers into safe values, call the
-//!   safe modules below, and never let a panic cross into C.
+//! * [`sys`]: bindgen's bindings to libibverbs' private provider interface. A leaf: every
+//!   other module takes the C types from it.
+//! * [`ffi`]: the ops tables, the registration constructor, and every `extern "C"` entry
+//!   point. Entry points translate raw pointers into safe values, call the safe modules below,
+//!   and never let a panic cross into C. Only `ffi`, `sys` and the raw ring memory contain
+//!   `unsafe` code.
 //! * [`device`]: which sysfs devices are oxrdma's (matching), the per-device structure.
 //! * [`context`]: the user context (`ALLOC_UCONTEXT` response checks), query helpers.
 //! * [`pd`]: protection domains; [`mr`]: memory regions.
@@ -35,3 +37,4 @@ mod recv;
 mod ring;
 mod send;
 mod srq;
+mod sys;

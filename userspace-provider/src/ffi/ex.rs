@@ -15,11 +15,12 @@ use oxrdma_uapi::queue::Sge;
 
 use super::mapping::doorbell;
 use super::queues::{finish_create_cq, finish_create_qp, sge_list};
-use super::{guard, log_err, set_errno, sys, verbs_ctx};
+use super::{guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{check_cq_init_ex, CqInner, CreateCqExRespBuf, OxCq};
 use crate::qp::{check_qp_init_ex, CreateQpRespBuf, OxQp};
 use crate::ring::PostError;
 use crate::send::{AtomicFields, RdmaFields, SendQueue, Target, WrHeader};
+use crate::sys;
 
 // ---- extended completion queues ---------------------------------------------------------
 
@@ -191,7 +192,7 @@ unsafe extern "C" fn read_byte_len(cq: *mut sys::ibv_cq_ex) -> u32 {
 
 unsafe extern "C" fn read_imm_data(cq: *mut sys::ibv_cq_ex) -> sys::__be32 {
     // The union's bits unchanged: the network-order immediate, or the invalidated R_Key.
-    guard(0, || super::queues::wc_imm(&current(cq)))
+    guard(0, || sys::wc_imm(&current(cq)))
 }
 
 unsafe extern "C" fn read_qp_num(cq: *mut sys::ibv_cq_ex) -> u32 {

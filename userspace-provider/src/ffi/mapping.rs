@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use oxrdma_uapi::queue::Sge;
 
-use super::sys;
+use crate::sys;
 
 /// A shared, read-write mapping of part of the uverbs command file (a ring), unmapped on drop.
 #[derive(Debug)]

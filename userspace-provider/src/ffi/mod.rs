@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The FFI layer: the provider's only `unsafe` code.
 //!
-//! * [`sys`]: generated bindings.
 //! * The registration: an ELF constructor (what rdma-core's `PROVIDER_DRIVER` macro emits) that
 //!   hands [`DEVICE_OPS`] to `verbs_register_driver_34` when libibverbs dlopens the library.
 //! * The `extern "C"` entry points of `verbs_device_ops` and `verbs_context_ops`. Each one
@@ -28,11 +27,8 @@ macro_rules! inner_of {
 mod ex;
 mod mapping;
 mod queues;
-pub(crate) mod sys;
 
 pub(crate) use mapping::Mapping;
-#[cfg(test)]
-pub(crate) use queues::wc_imm;
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::mem::{offset_of, size_of};
@@ -47,6 +43,7 @@ use oxrdma_uapi::abi::OXRDMA_ABI_VERSION;
 use crate::context::{self, GetContextResp, OxContext};
 use crate::device::{self, OxDevice};
 use crate::pd::{AllocPdRespBuf, OxPd};
+use crate::sys;
 
 /// A `static` holding C data with raw pointers, which Rust does not consider `Sync`.
 #[repr(transparent)]

@@ -14,7 +14,7 @@ use core::ptr;
 use oxrdma_uapi::queue::Sge;
 
 use super::mapping::{doorbell, gather_inline};
-use super::{guard, log_err, set_errno, sys, verbs_ctx};
+use super::{guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{CqInner, CreateCqRespBuf, OxCq};
 use crate::mr::OxMr;
 use crate::qp::{CreateQpRespBuf, OxQp, QpGrant, QpInner};
@@ -22,6 +22,7 @@ use crate::recv::{RecvQueue, RecvWr};
 use crate::ring::{PostError, SetupError};
 use crate::send::{self, AtomicFields, RdmaFields, SendWr, Target, TargetKind, UdFields};
 use crate::srq::{CreateSrqRespBuf, OxSrq, SrqInner, MODIFY_SRQ_SUPPORTED};
+use crate::sys;
 
 // `ibv_sge` and the uapi `Sge` are the same 16 bytes: SGE lists are read in place.
 const _: () = {
@@ -672,12 +673,6 @@ pub(super) unsafe extern "C" fn post_srq_recv(
         // SAFETY: the caller's list and out-pointer, as ibv_post_srq_recv requires.
         unsafe { post_recv_list(&mut inner.lock(), wr, bad_wr) }
     })
-}
-
-/// The immediate/invalidated-key union of a work completion, as a `u32`.
-pub(crate) fn wc_imm(wc: &sys::ibv_wc) -> u32 {
-    // SAFETY: both members of the union are u32s; every bit pattern is valid.
-    unsafe { wc.__bindgen_anon_1.imm_data }
 }
 
 #[cfg(test)]
