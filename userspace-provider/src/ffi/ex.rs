@@ -13,10 +13,10 @@ use core::ptr;
 
 use oxrdma_uapi::queue::Sge;
 
-use super::mapping::doorbell;
 use super::queues::{finish_create_cq, finish_create_qp, sge_list};
 use super::{guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{check_cq_init_ex, CqInner, CreateCqExRespBuf, OxCq};
+use crate::mapping::doorbell;
 use crate::qp::{check_qp_init_ex, CreateQpRespBuf, OxQp};
 use crate::ring::PostError;
 use crate::send::{AtomicFields, RdmaFields, SendQueue, Target, WrHeader};

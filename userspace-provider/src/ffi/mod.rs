@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The FFI layer: the provider's only `unsafe` code.
+//! The entry points: everything libibverbs calls, and nothing else. The rest of the crate
+//! never imports from here; the C types come from [`crate::sys`] and the ring memory from
+//! [`crate::mapping`], the two other modules with `unsafe` code.
 //!
 //! * The registration: an ELF constructor (what rdma-core's `PROVIDER_DRIVER` macro emits) that
 //!   hands [`DEVICE_OPS`] to `verbs_register_driver_34` when libibverbs dlopens the library.
@@ -25,10 +27,7 @@ macro_rules! inner_of {
 }
 
 mod ex;
-mod mapping;
 mod queues;
-
-pub(crate) use mapping::Mapping;
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::mem::{offset_of, size_of};
@@ -140,12 +139,6 @@ fn guard<R>(on_panic: R, body: impl FnOnce() -> R) -> R {
 fn set_errno(e: c_int) {
     // SAFETY: __errno_location returns the calling thread's errno, valid for the thread's life.
     unsafe { *libc::__errno_location() = e }
-}
-
-/// The calling thread's errno.
-fn errno() -> c_int {
-    // SAFETY: as in set_errno.
-    unsafe { *libc::__errno_location() }
 }
 
 /// Logs through libibverbs' `__verbs_log` (shown when `VERBS_LOG_LEVEL` and `VERBS_LOG_FILE`

@@ -13,9 +13,9 @@ use core::ptr;
 
 use oxrdma_uapi::queue::Sge;
 
-use super::mapping::{doorbell, gather_inline};
 use super::{guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{CqInner, CreateCqRespBuf, OxCq};
+use crate::mapping::{doorbell, gather_inline};
 use crate::mr::OxMr;
 use crate::qp::{CreateQpRespBuf, OxQp, QpGrant, QpInner};
 use crate::recv::{RecvQueue, RecvWr};

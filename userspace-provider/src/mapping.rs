@@ -6,6 +6,11 @@
 //! Every access is bounds-checked against the mapping's length; the safe ring logic
 //! (`crate::ring`) computes offsets only from validated geometry, so a failed check is a bug
 //! and panics (the entry points' `guard` turns that into an error return).
+//!
+//! A leaf module (it uses only [`crate::sys`]): the ring logic and the entry points build on
+//! it.
+// Raw memory: mmap/munmap, atomics and copies at computed offsets, the doorbell write().
+#![allow(unsafe_code)]
 
 use core::ffi::{c_int, c_void};
 use core::mem::size_of;
@@ -15,6 +20,12 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use oxrdma_uapi::queue::Sge;
 
 use crate::sys;
+
+/// The calling thread's errno.
+fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno, valid for the thread's life.
+    unsafe { *libc::__errno_location() }
+}
 
 /// A shared, read-write mapping of part of the uverbs command file (a ring), unmapped on drop.
 #[derive(Debug)]
@@ -52,7 +63,7 @@ impl Mapping {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(super::errno());
+            return Err(errno());
         }
         let base = NonNull::new(p.cast::<u8>()).ok_or(libc::EFAULT)?;
         Ok(Self { base, len })
@@ -169,7 +180,7 @@ pub(crate) fn doorbell(cmd_fd: c_int, qp_handle: u32) -> Result<(), c_int> {
     if n == size_of::<sys::ibv_post_send>() as isize {
         Ok(())
     } else if n < 0 {
-        Err(super::errno())
+        Err(errno())
     } else {
         Err(libc::EIO)
     }
