@@ -160,6 +160,33 @@ fn path_of(chars: &[c_char]) -> Option<&Path> {
     Some(Path::new(OsStr::from_bytes(s.to_bytes())))
 }
 
+/// The body of every destroy verb (`ibv_dealloc_pd`, `ibv_dereg_mr`, `ibv_destroy_cq`,
+/// `ibv_destroy_qp`, `ibv_destroy_srq`): the kernel command `destroy`, then, once the kernel
+/// object is gone, frees the provider's `Box<T>` (which unmaps its rings). If the command
+/// fails, the object is still alive and still the caller's: only the errno is returned.
+///
+/// # Safety
+/// `obj` is a live object of this provider: the first member of a `Box<T>` that one of its
+/// create verbs handed to libibverbs, which neither libibverbs nor the application uses
+/// after a successful destroy. `destroy` is libibverbs' destroy command for that object.
+unsafe fn destroy_boxed<T, C>(
+    obj: *mut C,
+    destroy: unsafe extern "C" fn(*mut C) -> c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: per the contract, obj is a live object of the kind `destroy` takes.
+        let ret = unsafe { destroy(obj) };
+        if ret != 0 {
+            return ret; // still alive, still the caller's
+        }
+        // SAFETY: per the contract obj is the first member (same address) of a Box<T> from a
+        // create verb; the kernel object is gone and nobody uses obj again, so the Box is
+        // reclaimed exactly once.
+        drop(unsafe { Box::from_raw(obj.cast::<T>()) });
+        0
+    })
+}
+
 /// `verbs_get_ctx()`: the verbs_context around an ibv_context.
 ///
 /// # Safety
@@ -386,17 +413,9 @@ unsafe extern "C" fn alloc_pd(ibctx: *mut sys::ibv_context) -> *mut sys::ibv_pd 
 
 /// `ibv_dealloc_pd`: frees the PD once the kernel has destroyed it.
 unsafe extern "C" fn dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: pd is a live PD from alloc_pd.
-        let ret = unsafe { sys::ibv_cmd_dealloc_pd(pd) };
-        if ret != 0 {
-            return ret; // still alive, still the caller's
-        }
-        // SAFETY: pd came from alloc_pd's Box<OxPd> and the kernel object is gone; libibverbs
-        // and the application do not use it after a successful dealloc.
-        drop(unsafe { Box::from_raw(pd.cast::<OxPd>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live PD from alloc_pd, the first member of its Box<OxPd>;
+    // neither it nor the application uses the PD after a successful dealloc.
+    unsafe { destroy_boxed::<OxPd, _>(pd, sys::ibv_cmd_dealloc_pd) }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use core::ptr;
 
 use oxrdma_uapi::queue::Sge;
 
-use super::{guard, log_err, set_errno, verbs_ctx};
+use super::{destroy_boxed, guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{CqInner, CreateCqRespBuf, OxCq};
 use crate::mapping::{doorbell, gather_inline};
 use crate::mr::OxMr;
@@ -225,18 +225,9 @@ pub(super) fn finish_create_cq(
 
 /// `ibv_destroy_cq`: `DESTROY_CQ`, then unmap the ring and free.
 pub(super) unsafe extern "C" fn destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: cq is a live CQ from create_cq.
-        let ret = unsafe { sys::ibv_cmd_destroy_cq(cq) };
-        if ret != 0 {
-            return ret;
-        }
-        // SAFETY: cq came from create_cq's Box<OxCq>; the kernel object is gone and neither
-        // libibverbs nor the application uses it after a successful destroy. Dropping it
-        // unmaps the ring.
-        drop(unsafe { Box::from_raw(cq.cast::<OxCq>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live CQ from create_cq or create_cq_ex, the first member of
+    // its Box<OxCq>; neither it nor the application uses the CQ after a successful destroy.
+    unsafe { destroy_boxed::<OxCq, _>(cq, sys::ibv_cmd_destroy_cq) }
 }
 
 /// `ibv_poll_cq`: up to `ne` completions from the CQ ring, no system call.
@@ -325,17 +316,9 @@ pub(super) unsafe extern "C" fn reg_mr(
 
 /// `ibv_dereg_mr`.
 pub(super) unsafe extern "C" fn dereg_mr(vmr: *mut sys::verbs_mr) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: vmr is a live MR from reg_mr.
-        let ret = unsafe { sys::ibv_cmd_dereg_mr(vmr) };
-        if ret != 0 {
-            return ret;
-        }
-        // SAFETY: vmr came from reg_mr's Box<OxMr> (vmr at offset 0); it is not used after a
-        // successful deregistration.
-        drop(unsafe { Box::from_raw(vmr.cast::<OxMr>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live MR from reg_mr, the first member of its Box<OxMr>; it
+    // is not used after a successful deregistration.
+    unsafe { destroy_boxed::<OxMr, _>(vmr, sys::ibv_cmd_dereg_mr) }
 }
 
 // ---- queue pairs ------------------------------------------------------------------------
@@ -482,17 +465,9 @@ pub(super) unsafe extern "C" fn modify_qp(
 
 /// `ibv_destroy_qp`: `DESTROY_QP`, then unmap the rings and free.
 pub(super) unsafe extern "C" fn destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: qp is a live QP from create_qp.
-        let ret = unsafe { sys::ibv_cmd_destroy_qp(qp) };
-        if ret != 0 {
-            return ret;
-        }
-        // SAFETY: qp came from create_qp's Box<OxQp> and is not used after a successful
-        // destroy. Dropping it unmaps both rings.
-        drop(unsafe { Box::from_raw(qp.cast::<OxQp>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live QP from create_qp or create_qp_ex, the first member of
+    // its Box<OxQp>; it is not used after a successful destroy.
+    unsafe { destroy_boxed::<OxQp, _>(qp, sys::ibv_cmd_destroy_qp) }
 }
 
 /// `ibv_post_send`: the work requests into the SQ ring, then the doorbell if the kernel is
@@ -647,17 +622,9 @@ pub(super) unsafe extern "C" fn query_srq(
 
 /// `ibv_destroy_srq`: `DESTROY_SRQ`, then unmap the ring and free.
 pub(super) unsafe extern "C" fn destroy_srq(srq: *mut sys::ibv_srq) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: srq is a live SRQ from create_srq.
-        let ret = unsafe { sys::ibv_cmd_destroy_srq(srq) };
-        if ret != 0 {
-            return ret;
-        }
-        // SAFETY: srq came from create_srq's Box<OxSrq> and is not used after a successful
-        // destroy. Dropping it unmaps the ring.
-        drop(unsafe { Box::from_raw(srq.cast::<OxSrq>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live SRQ from create_srq, the first member of its
+    // Box<OxSrq>; it is not used after a successful destroy.
+    unsafe { destroy_boxed::<OxSrq, _>(srq, sys::ibv_cmd_destroy_srq) }
 }
 
 /// `ibv_post_srq_recv`: the work requests into the SRQ ring.
