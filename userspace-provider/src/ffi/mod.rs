@@ -141,6 +141,15 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e }
 }
 
+/// A libibverbs command's return value (0, or the errno) as a `Result`.
+fn cmd_result(ret: c_int) -> Result<(), c_int> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(ret)
+    }
+}
+
 /// Logs through libibverbs' `__verbs_log` (shown when `VERBS_LOG_LEVEL` and `VERBS_LOG_FILE`
 /// ask for it), like driver.h's `verbs_err`.
 fn log_err(ctx: *mut sys::verbs_context, msg: &str) {

@@ -12,8 +12,9 @@ use core::mem::size_of;
 use core::ptr;
 
 use oxrdma_uapi::queue::Sge;
+use oxrdma_uapi::verbs::CreateCqResp;
 
-use super::{destroy_boxed, guard, log_err, set_errno, verbs_ctx};
+use super::{cmd_result, destroy_boxed, guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{CqInner, CreateCqRespBuf, OxCq};
 use crate::mapping::{doorbell, gather_inline};
 use crate::mr::OxMr;
@@ -168,47 +169,52 @@ pub(super) unsafe extern "C" fn create_cq(
     comp_vector: c_int,
 ) -> *mut sys::ibv_cq {
     guard(ptr::null_mut(), || {
-        let mut cq = OxCq::new();
-        let ibv_cq = cq.ibv_cq_ptr();
-        let mut cmd = sys::ibv_create_cq::default();
-        let mut resp = CreateCqRespBuf::default();
-        // SAFETY: ibctx is a live context of this provider (channel NULL or live, as the
-        // caller passed it); cq, cmd and resp are live buffers of the sizes given, the
-        // response buffer being core part then oxrdma's. The kernel keeps cq's address as
-        // the CQ's user handle: it is a Box, which does not move.
-        let ret = unsafe {
-            sys::ibv_cmd_create_cq(
-                ibctx,
-                cqe,
-                channel,
-                comp_vector,
-                ibv_cq,
-                &mut cmd,
-                size_of::<sys::ibv_create_cq>(),
-                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_cq_resp>(),
-                size_of::<CreateCqRespBuf>(),
-            )
-        };
-        if ret != 0 {
-            set_errno(ret);
-            return ptr::null_mut();
-        }
-        // SAFETY: ibctx is live; cmd_fd does not change during its life.
-        let cmd_fd = unsafe { (*ibctx).cmd_fd };
-        finish_create_cq(ibctx, cmd_fd, cq, &resp.drv, "create_cq")
+        create_cq_common(ibctx, "create_cq", |cq| {
+            let mut cmd = sys::ibv_create_cq::default();
+            let mut resp = CreateCqRespBuf::default();
+            // SAFETY: ibctx is a live context of this provider (channel NULL or live, as the
+            // caller passed it); cq, cmd and resp are live buffers of the sizes given, the
+            // response buffer being core part then oxrdma's. The kernel keeps cq's address as
+            // the CQ's user handle: it is in a Box, which does not move.
+            let ret = unsafe {
+                sys::ibv_cmd_create_cq(
+                    ibctx,
+                    cqe,
+                    channel,
+                    comp_vector,
+                    cq.ibv_cq_ptr(),
+                    &mut cmd,
+                    size_of::<sys::ibv_create_cq>(),
+                    ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_cq_resp>(),
+                    size_of::<CreateCqRespBuf>(),
+                )
+            };
+            cmd_result(ret).map(|()| resp.drv)
+        })
     })
 }
 
-/// The end of `create_cq` and `create_cq_ex`: maps the ring of the CQ the kernel created
-/// (destroying it on failure) and hands the CQ to libibverbs.
-pub(super) fn finish_create_cq(
+/// The body of `create_cq` and `create_cq_ex`: a new CQ, the kernel's create command
+/// (`command`: the legacy or the extended one, run on the new CQ, returning oxrdma's part of
+/// the response or the errno), then the ring (on failure the kernel object is destroyed
+/// again), and the CQ handed to libibverbs. NULL, with errno set, on failure.
+pub(super) fn create_cq_common(
     ibctx: *mut sys::ibv_context,
-    cmd_fd: c_int,
-    mut cq: Box<OxCq>,
-    drv: &oxrdma_uapi::verbs::CreateCqResp,
     verb: &str,
+    command: impl FnOnce(&mut OxCq) -> Result<CreateCqResp, c_int>,
 ) -> *mut sys::ibv_cq {
-    match CqInner::setup(cmd_fd, drv) {
+    let mut cq = OxCq::new();
+    let drv = match command(&mut cq) {
+        Ok(drv) => drv,
+        Err(e) => {
+            set_errno(e);
+            return ptr::null_mut();
+        }
+    };
+    // SAFETY: ibctx is the live context the verb was called on (both callers pass
+    // libibverbs' argument through); cmd_fd does not change during its life.
+    let cmd_fd = unsafe { (*ibctx).cmd_fd };
+    match CqInner::setup(cmd_fd, &drv) {
         Ok(inner) => cq.inner = Some(inner),
         Err(e) => {
             let ibv_cq = cq.ibv_cq_ptr();
