@@ -13,7 +13,7 @@ use core::ptr;
 
 use oxrdma_uapi::queue::Sge;
 
-use super::queues::{create_cq_common, finish_create_qp, sge_list};
+use super::queues::{create_cq_common, create_qp_common, sge_list};
 use super::{cmd_result, guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{check_cq_init_ex, CqInner, CreateCqExRespBuf, OxCq};
 use crate::mapping::doorbell;
@@ -248,39 +248,24 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             }
         };
         a.comp_mask = init.comp_mask;
-        let mut qp = OxQp::new();
-        let vqp = qp.ibv_qp_ptr().cast::<sys::verbs_qp>();
-        let mut cmd = sys::ibv_create_qp::default();
-        let mut resp = CreateQpRespBuf::default();
-        // SAFETY: ibctx is a live context of this provider, `a` a copy of the caller's
-        // attributes (PD, CQs, SRQ live); vqp points to a verbs_qp laid out as libibverbs 44
-        // has it (crate::qp::VerbsQp; the command only touches its ibv_qp and comp_mask); cmd
-        // and resp are live buffers of the sizes given. A Box does not move (user handle).
-        let ret = unsafe {
-            sys::ibv_cmd_create_qp_ex(
-                ibctx,
-                vqp,
-                &mut a,
-                &mut cmd,
-                size_of::<sys::ibv_create_qp>(),
-                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
-                size_of::<CreateQpRespBuf>(),
-            )
-        };
-        if ret != 0 {
-            set_errno(ret);
-            return ptr::null_mut();
-        }
-        let Some(mut qp) = finish_create_qp(
-            ibctx,
-            qp,
-            &resp.drv,
-            a.cap,
-            !a.srq.is_null(),
-            a.sq_sig_all != 0,
-            a.qp_type,
-            "create_qp_ex",
-        ) else {
+        let Some(mut qp) = create_qp_common(ibctx, &mut a, "create_qp_ex", |qp, a, cmd, resp| {
+            // SAFETY: ibctx is a live context of this provider, `a` a copy of the caller's
+            // attributes (PD, CQs, SRQ live); the verbs_qp pointer is to one laid out as
+            // libibverbs 44 has it (crate::qp::VerbsQp; the command only touches its ibv_qp
+            // and comp_mask); cmd and resp are live buffers of the sizes given. A Box does not
+            // move (user handle). The command writes the granted capabilities into a.cap.
+            unsafe {
+                sys::ibv_cmd_create_qp_ex(
+                    ibctx,
+                    qp.ibv_qp_ptr().cast::<sys::verbs_qp>(),
+                    a,
+                    cmd,
+                    size_of::<sys::ibv_create_qp>(),
+                    ptr::from_mut(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
+                    size_of::<CreateQpRespBuf>(),
+                )
+            }
+        }) else {
             return ptr::null_mut();
         };
         // SAFETY: attr is the caller's, writable: the granted capabilities.

@@ -336,81 +336,91 @@ pub(super) unsafe extern "C" fn create_qp(
     attr: *mut sys::ibv_qp_init_attr,
 ) -> *mut sys::ibv_qp {
     guard(ptr::null_mut(), || {
-        let mut qp = OxQp::new();
-        let ibv_qp = qp.ibv_qp_ptr();
-        let mut cmd = sys::ibv_create_qp::default();
-        let mut resp = CreateQpRespBuf::default();
-        // SAFETY: pd is a live PD of this provider, attr the caller's init attributes
-        // (CQs, SRQ live); qp, cmd and resp are live buffers of the sizes given. The kernel
-        // keeps qp's address as the user handle: a Box does not move.
-        let ret = unsafe {
-            sys::ibv_cmd_create_qp(
-                pd,
-                ibv_qp,
-                attr,
-                &mut cmd,
-                size_of::<sys::ibv_create_qp>(),
-                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
-                size_of::<CreateQpRespBuf>(),
-            )
+        // SAFETY: the caller's attributes, valid for the call; a plain copy.
+        let plain = unsafe { attr.read() };
+        // The extended attributes libibverbs' ibv_cmd_create_qp builds from the plain ones.
+        let mut a = sys::ibv_qp_init_attr_ex {
+            qp_context: plain.qp_context,
+            send_cq: plain.send_cq,
+            recv_cq: plain.recv_cq,
+            srq: plain.srq,
+            cap: plain.cap,
+            qp_type: plain.qp_type,
+            sq_sig_all: plain.sq_sig_all,
+            comp_mask: sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_PD,
+            pd,
+            ..Default::default()
         };
-        if ret != 0 {
-            set_errno(ret);
-            return ptr::null_mut();
-        }
-        // SAFETY: attr is the caller's, valid for the call; ibv_cmd_create_qp has written the
-        // granted capabilities into attr->cap on both the ioctl and the write path.
-        let a = unsafe { &*attr };
         // SAFETY: pd and its context are live.
         let ctx = unsafe { (*pd).context };
-        let Some(qp) = finish_create_qp(
-            ctx,
-            qp,
-            &resp.drv,
-            a.cap,
-            !a.srq.is_null(),
-            a.sq_sig_all != 0,
-            a.qp_type,
-            "create_qp",
-        ) else {
-            return ptr::null_mut();
-        };
-        // SAFETY: attr is the caller's, writable; the caps the rings were built for (as
-        // ibv_cmd_create_qp wrote them).
-        unsafe { (*attr).cap = a.cap };
-        Box::into_raw(qp).cast::<sys::ibv_qp>()
+        let qp = create_qp_common(ctx, &mut a, "create_qp", |qp, a, cmd, resp| {
+            // SAFETY: pd is a live PD of this provider, attr the caller's init attributes
+            // (CQs, SRQ live); qp, cmd and resp are live buffers of the sizes given. The
+            // kernel keeps qp's address as the user handle: it is in a Box, which does not
+            // move.
+            let ret = unsafe {
+                sys::ibv_cmd_create_qp(
+                    pd,
+                    qp.ibv_qp_ptr(),
+                    attr,
+                    cmd,
+                    size_of::<sys::ibv_create_qp>(),
+                    ptr::from_mut(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
+                    size_of::<CreateQpRespBuf>(),
+                )
+            };
+            // SAFETY: attr is the caller's, valid for the call; on success
+            // ibv_cmd_create_qp has written the granted capabilities into attr->cap on both
+            // the ioctl and the write path.
+            a.cap = unsafe { (*attr).cap };
+            ret
+        });
+        qp.map_or(ptr::null_mut(), |qp| {
+            Box::into_raw(qp).cast::<sys::ibv_qp>()
+        })
     })
 }
 
-/// The end of `create_qp` and `create_qp_ex`: checks oxrdma's response against what was
-/// granted (`cap`, as the create command wrote it) and maps the rings; on failure destroys
-/// the QP, sets errno and returns `None`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn finish_create_qp(
+/// The body of `create_qp` and `create_qp_ex`, on extended attributes `a` (`create_qp` builds
+/// them from its plain ones): a new QP, the kernel's create command (`command`: the legacy or
+/// the extended one, run on the new QP, `a` and zeroed command and response buffers; it
+/// leaves the granted capabilities in `a.cap` and returns 0 or the errno), then oxrdma's
+/// response checked against what was granted and the rings mapped (on failure the kernel
+/// object is destroyed again). `None`, with errno set, on failure.
+pub(super) fn create_qp_common(
     ctx: *mut sys::ibv_context,
-    mut qp: Box<OxQp>,
-    drv: &oxrdma_uapi::verbs::CreateQpResp,
-    cap: sys::ibv_qp_cap,
-    has_srq: bool,
-    sig_all: bool,
-    qp_type: sys::ibv_qp_type,
+    a: &mut sys::ibv_qp_init_attr_ex,
     verb: &str,
+    command: impl FnOnce(
+        &mut OxQp,
+        &mut sys::ibv_qp_init_attr_ex,
+        &mut sys::ibv_create_qp,
+        &mut CreateQpRespBuf,
+    ) -> c_int,
 ) -> Option<Box<OxQp>> {
+    let mut qp = OxQp::new();
+    let mut cmd = sys::ibv_create_qp::default();
+    let mut resp = CreateQpRespBuf::default();
+    if let Err(e) = cmd_result(command(&mut qp, a, &mut cmd, &mut resp)) {
+        set_errno(e);
+        return None;
+    }
     let ibv_qp = qp.ibv_qp_ptr();
     // SAFETY: the create command succeeded and filled in qp_num and handle; nothing else
     // writes the new QP yet.
     let (qp_num, handle) = unsafe { ((*ibv_qp).qp_num, (*ibv_qp).handle) };
     let grant = QpGrant {
-        cap,
-        has_srq,
-        sig_all,
-        ud: qp_type == sys::ibv_qp_type_IBV_QPT_UD,
+        cap: a.cap,
+        has_srq: !a.srq.is_null(),
+        sig_all: a.sq_sig_all != 0,
+        ud: a.qp_type == sys::ibv_qp_type_IBV_QPT_UD,
         qp_num,
         handle,
     };
-    // SAFETY: ctx is the live context the QP was created in.
+    // SAFETY: ctx is the live context the QP was created in (both callers pass the one
+    // libibverbs gave the verb).
     let cmd_fd = unsafe { (*ctx).cmd_fd };
-    match QpInner::setup(cmd_fd, drv, &grant) {
+    match QpInner::setup(cmd_fd, &resp.drv, &grant) {
         Ok(inner) => {
             qp.inner = Some(inner);
             Some(qp)
