@@ -109,37 +109,82 @@ unsafe fn send_wr(w: &sys::ibv_send_wr, ud: bool) -> Option<SendWr<'_>> {
     })
 }
 
+/// A node of a work request list as libibverbs passes it to the post verbs.
+trait WrList {
+    /// The next work request, NULL at the end.
+    fn next(&self) -> *mut Self;
+}
+
+impl WrList for sys::ibv_send_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+impl WrList for sys::ibv_recv_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+/// `*bad_wr = wr`, unless the caller passed no `bad_wr`.
+///
+/// # Safety
+/// `bad_wr` is NULL or writable.
+unsafe fn set_bad_wr<W>(bad_wr: *mut *mut W, wr: *mut W) {
+    if !bad_wr.is_null() {
+        // SAFETY: per the contract, writable.
+        unsafe { *bad_wr = wr };
+    }
+}
+
+/// The loop of every post verb (`ibv_post_send`, `ibv_post_recv`, `ibv_post_srq_recv`):
+/// hands each work request of the list `wr` to `post`, in order, and stops at the first one
+/// `post` refuses: 0, or that one's errno with `*bad_wr` pointing to it.
+///
+/// # Safety
+/// `wr` is NULL or a list of valid work requests; `bad_wr` is NULL or writable (the verbs
+/// contract, for the duration of the post call).
+unsafe fn post_list<W: WrList>(
+    mut wr: *mut W,
+    bad_wr: *mut *mut W,
+    mut post: impl FnMut(&W) -> Result<(), PostError>,
+) -> c_int {
+    while !wr.is_null() {
+        // SAFETY: per the contract, a valid work request for the call's duration.
+        let w = unsafe { &*wr };
+        if let Err(e) = post(w) {
+            // SAFETY: per the contract.
+            unsafe { set_bad_wr(bad_wr, wr) };
+            return e.errno();
+        }
+        wr = w.next();
+    }
+    0
+}
+
 /// Posts the receive list `wr` into `rq`; the errno, with `*bad_wr` set on failure.
 ///
 /// # Safety
 /// `wr` is NULL or a list of valid `ibv_recv_wr`s; `bad_wr` is NULL or writable.
 unsafe fn post_recv_list(
     rq: &mut RecvQueue,
-    mut wr: *mut sys::ibv_recv_wr,
+    wr: *mut sys::ibv_recv_wr,
     bad_wr: *mut *mut sys::ibv_recv_wr,
 ) -> c_int {
-    let mut err = 0;
-    while !wr.is_null() {
-        // SAFETY: per the contract, a valid work request for the call's duration.
-        let w = unsafe { &*wr };
-        // SAFETY: as above, its SGE list is valid for the call.
-        let r = match unsafe { sge_list(w.sg_list, w.num_sge) } {
+    let post = |w: &sys::ibv_recv_wr| {
+        // SAFETY: post_list hands over work requests of the caller's list (valid per the
+        // contract), whose SGE lists are valid for the call.
+        match unsafe { sge_list(w.sg_list, w.num_sge) } {
             Some(sges) => rq.post(&RecvWr {
                 wr_id: w.wr_id,
                 sges,
             }),
             None => Err(PostError::Invalid),
-        };
-        if let Err(e) = r {
-            err = e.errno();
-            if !bad_wr.is_null() {
-                // SAFETY: per the contract, writable.
-                unsafe { *bad_wr = wr };
-            }
-            break;
         }
-        wr = w.next;
-    }
+    };
+    // SAFETY: per the contract.
+    let err = unsafe { post_list(wr, bad_wr, post) };
     rq.finish();
     err
 }
@@ -490,7 +535,7 @@ pub(super) unsafe extern "C" fn destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
 /// not busy with the queue.
 pub(super) unsafe extern "C" fn post_send(
     qp: *mut sys::ibv_qp,
-    mut wr: *mut sys::ibv_send_wr,
+    wr: *mut sys::ibv_send_wr,
     bad_wr: *mut *mut sys::ibv_send_wr,
 ) -> c_int {
     guard(libc::EIO, || {
@@ -500,28 +545,20 @@ pub(super) unsafe extern "C" fn post_send(
         let mut err = 0;
         let ring = inner.sq().with(|sq| {
             let ud = sq.caps().ud;
-            while !wr.is_null() {
-                // SAFETY: the caller's list of valid work requests, for the call.
-                let w = unsafe { &*wr };
-                // SAFETY: w is such a work request.
-                let r = match unsafe { send_wr(w, ud) } {
+            let post = |w: &sys::ibv_send_wr| {
+                // SAFETY: post_list hands over work requests of the caller's list, valid
+                // (with their SGE lists) for the call.
+                match unsafe { send_wr(w, ud) } {
                     Some(s) => sq.post(&s, |out| {
                         // SAFETY: an inline work request's SGEs describe readable bytes
                         // of the caller's, read during ibv_post_send.
                         unsafe { gather_inline(s.sges, out) }
                     }),
                     None => Err(PostError::Invalid),
-                };
-                if let Err(e) = r {
-                    err = e.errno();
-                    if !bad_wr.is_null() {
-                        // SAFETY: the caller's out-pointer, writable.
-                        unsafe { *bad_wr = wr };
-                    }
-                    break;
                 }
-                wr = w.next;
-            }
+            };
+            // SAFETY: the caller's list and out-pointer, as ibv_post_send requires.
+            err = unsafe { post_list(wr, bad_wr, post) };
             sq.finish()
         });
         if ring {
@@ -543,10 +580,8 @@ pub(super) unsafe extern "C" fn post_recv(
 ) -> c_int {
     guard(libc::EIO, || {
         let Some(mut rq) = inner_of!(qp, OxQp).and_then(QpInner::lock_rq) else {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's out-pointer, writable.
-                unsafe { *bad_wr = wr };
-            }
+            // SAFETY: the caller's out-pointer, NULL or writable.
+            unsafe { set_bad_wr(bad_wr, wr) };
             return libc::EINVAL;
         };
         // SAFETY: the caller's list and out-pointer, as ibv_post_recv requires.
@@ -685,6 +720,50 @@ mod tests {
             assert_eq!(sge_list(ptr::null(), 1), None);
             assert_eq!(sge_list(sges.as_ptr(), -1), None);
         }
+    }
+
+    #[test]
+    fn post_list_stops_at_the_first_refused_work_request() {
+        let mut wrs = [sys::ibv_recv_wr::default(); 3];
+        for (i, w) in wrs.iter_mut().enumerate() {
+            w.wr_id = i as u64;
+        }
+        let base = wrs.as_mut_ptr();
+        // SAFETY: links the entries of the local array into a NULL-terminated list.
+        unsafe {
+            (*base).next = base.add(1);
+            (*base.add(1)).next = base.add(2);
+        }
+        let mut seen = Vec::new();
+        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
+        // SAFETY: a valid three-entry list and a writable bad_wr.
+        let err = unsafe {
+            post_list(base, &mut bad, |w| {
+                seen.push(w.wr_id);
+                if w.wr_id == 1 {
+                    Err(PostError::Full)
+                } else {
+                    Ok(())
+                }
+            })
+        };
+        assert_eq!(
+            (err, seen, bad),
+            (libc::ENOMEM, vec![0, 1], base.wrapping_add(1))
+        );
+
+        let mut n = 0;
+        // SAFETY: as above; a NULL bad_wr is not written.
+        let err = unsafe {
+            post_list(base, ptr::null_mut(), |_| {
+                n += 1;
+                Ok(())
+            })
+        };
+        assert_eq!((err, n), (0, 3));
+        // SAFETY: an empty list reads nothing.
+        let err = unsafe { post_list::<sys::ibv_recv_wr>(ptr::null_mut(), &mut bad, |_| Ok(())) };
+        assert_eq!(err, 0);
     }
 
     #[test]
