@@ -50,6 +50,19 @@ impl Mapping {
         if len == 0 {
             return Err(libc::EINVAL);
         }
+        Self::map(len, libc::MAP_SHARED, fd, off)
+    }
+
+    /// A private anonymous mapping of `len` zero bytes, standing in for a ring in tests.
+    #[cfg(test)]
+    pub(crate) fn anonymous(len: usize) -> Self {
+        assert!(len > 0);
+        Self::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0).expect("anonymous mmap")
+    }
+
+    /// `mmap(NULL, len, PROT_READ | PROT_WRITE, flags, fd, off)` for `len > 0` bytes; the
+    /// errno on failure.
+    fn map(len: usize, flags: c_int, fd: c_int, off: libc::off_t) -> Result<Self, c_int> {
         // SAFETY: a fresh mapping at an address the kernel chooses (NULL hint); it overlaps
         // no Rust object. The result is checked for MAP_FAILED.
         let p = unsafe {
@@ -57,7 +70,7 @@ impl Mapping {
                 ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                flags,
                 fd,
                 off,
             )
@@ -67,28 +80,6 @@ impl Mapping {
         }
         let base = NonNull::new(p.cast::<u8>()).ok_or(libc::EFAULT)?;
         Ok(Self { base, len })
-    }
-
-    /// A private anonymous mapping of `len` zero bytes, standing in for a ring in tests.
-    #[cfg(test)]
-    pub(crate) fn anonymous(len: usize) -> Self {
-        assert!(len > 0);
-        // SAFETY: a fresh anonymous mapping, checked for MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        Self {
-            base: NonNull::new(p.cast::<u8>()).expect("mmap returned NULL"),
-            len,
-        }
     }
 
     /// Bytes mapped.
