@@ -8,7 +8,7 @@ use oxrdma_uapi::abi::OXRDMA_ABI_VERSION;
 use oxrdma_uapi::verbs::AllocUcontextResp;
 
 use crate::device::DeviceKind;
-use crate::ffi::sys;
+use crate::sys;
 
 /// The `ALLOC_UCONTEXT` (`ibv_cmd_get_context`) response buffer: the core uverbs response
 /// followed by oxrdma's driver data, as rdma-core's `DECLARE_DRV_CMD` lays it out.

@@ -14,9 +14,9 @@ use core::ptr;
 use oxrdma_uapi::queue::{Cqe, CQE_SIZE, WC_FLAG_GRH, WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV};
 use oxrdma_uapi::verbs::CreateCqResp;
 
-use crate::ffi::sys;
 use crate::hold::HeldLock;
 use crate::ring::{in_flight, map_ring, Geometry, GeometryError, MappedRing, SetupError};
+use crate::sys;
 
 /// The `CREATE_CQ` response buffer: core uverbs response, then oxrdma's driver data.
 #[repr(C)]
@@ -391,10 +391,7 @@ mod tests {
         assert_eq!(wc.vendor_err, 0x55);
         assert_eq!(wc.byte_len, 4096);
         // Verbatim: the bytes in memory are the network-order immediate.
-        assert_eq!(
-            crate::ffi::wc_imm(&wc).to_ne_bytes(),
-            [0x12, 0x34, 0x56, 0x78]
-        );
+        assert_eq!(sys::wc_imm(&wc).to_ne_bytes(), [0x12, 0x34, 0x56, 0x78]);
         assert_eq!((wc.qp_num, wc.src_qp), (0x11, 0x22));
         assert_eq!(
             wc.wc_flags,
@@ -413,7 +410,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(inv.wc_flags, sys::ibv_wc_flags_IBV_WC_WITH_INV);
-        assert_eq!(crate::ffi::wc_imm(&inv), 0xabcd);
+        assert_eq!(sys::wc_imm(&inv), 0xabcd);
         assert_eq!(inv.opcode, sys::ibv_wc_opcode_IBV_WC_RECV);
         assert_eq!(inv.status, sys::ibv_wc_status_IBV_WC_SUCCESS);
         // Numbers match libibverbs' for every opcode the uapi defines.

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use oxrdma_uapi::verbs::{OXRDMA_DEVICE_IWARP, OXRDMA_DEVICE_ROCE};
 
-use crate::ffi::sys;
+use crate::sys;
 
 /// Name of the sysfs attribute, in the ib device's directory, that marks an oxrdma device.
 pub(crate) const HCA_TYPE_ATTR: &str = "hca_type";

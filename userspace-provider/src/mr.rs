@@ -2,7 +2,7 @@
 //! Memory regions: all the state is libibverbs' `verbs_mr` (keys, handle), filled by
 //! `ibv_cmd_reg_mr`; the kernel pins and checks the memory.
 
-use crate::ffi::sys;
+use crate::sys;
 
 /// The provider's MR: `verbs_mr` (whose first member is the `ibv_mr` applications hold).
 #[repr(C)]

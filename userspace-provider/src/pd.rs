@@ -5,7 +5,7 @@ use core::mem::{offset_of, size_of};
 
 use oxrdma_uapi::verbs::AllocPdResp;
 
-use crate::ffi::sys;
+use crate::sys;
 
 /// The `ALLOC_PD` response buffer: core uverbs response, then oxrdma's driver data.
 #[repr(C)]

@@ -7,11 +7,11 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use oxrdma_uapi::verbs::CreateQpResp;
 
-use crate::ffi::sys;
 use crate::hold::HeldLock;
 use crate::recv::{self, RecvQueue};
 use crate::ring::{map_ring, Geometry, GeometryError, SetupError};
 use crate::send::{SendCaps, SendQueue, SUPPORTED_SEND_OPS};
+use crate::sys;
 
 /// The `CREATE_QP` response buffer: core uverbs response, then oxrdma's driver data.
 #[repr(C)]

@@ -18,7 +18,7 @@ use oxrdma_uapi::ring::{
 };
 use oxrdma_uapi::verbs::RingMmap;
 
-use crate::ffi::Mapping;
+use crate::mapping::Mapping;
 
 /// Slots and slot size of a ring, as a create response reports them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,8 +21,8 @@ use oxrdma_uapi::queue::{
 };
 use oxrdma_uapi::ring::RING_FLAG_KERNEL_BUSY;
 
-use crate::ffi::sys;
 use crate::ring::{GeometryError, MappedRing, PostError, ProducerRing};
+use crate::sys;
 
 /// The RDMA member of `ibv_send_wr::wr`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use oxrdma_uapi::verbs::CreateSrqResp;
 
-use crate::ffi::sys;
 use crate::recv::{self, RecvQueue};
 use crate::ring::{map_ring, Geometry, SetupError};
+use crate::sys;
 
 /// The `CREATE_SRQ` response buffer: core uverbs response, then oxrdma's driver data.
 #[repr(C)]

@@ -13,19 +13,20 @@ use core::ptr;
 
 use oxrdma_uapi::queue::Sge;
 
-use super::mapping::doorbell;
-use super::queues::{finish_create_cq, finish_create_qp, sge_list};
-use super::{guard, log_err, set_errno, sys, verbs_ctx};
+use super::queues::{create_cq_common, create_qp_common, sge_list};
+use super::{cmd_result, guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{check_cq_init_ex, CqInner, CreateCqExRespBuf, OxCq};
+use crate::mapping::doorbell;
 use crate::qp::{check_qp_init_ex, CreateQpRespBuf, OxQp};
 use crate::ring::PostError;
 use crate::send::{AtomicFields, RdmaFields, SendQueue, Target, WrHeader};
+use crate::sys;
 
 // ---- extended completion queues ---------------------------------------------------------
 
 /// `ibv_create_cq_ex` (libibverbs has refused `wc_flags` it does not know, and runs
-/// `verbs_init_cq` afterwards): the checks of [`check_cq_init_ex`], the extended `CREATE_CQ`,
-/// the ring, then the callbacks for the requested fields.
+/// `verbs_init_cq` afterwards): the checks of [`check_cq_init_ex`], then the body of
+/// `ibv_create_cq` with the extended `CREATE_CQ`, then the callbacks for the requested fields.
 pub(super) unsafe extern "C" fn create_cq_ex(
     ibctx: *mut sys::ibv_context,
     attr: *mut sys::ibv_cq_init_attr_ex,
@@ -38,67 +39,74 @@ pub(super) unsafe extern "C" fn create_cq_ex(
             return ptr::null_mut();
         }
         let wc_flags = a.wc_flags;
-        let mut cq = OxCq::new();
-        let vcq = ptr::addr_of_mut!(cq.vcq);
-        let mut cmd = sys::ibv_create_cq_ex::default();
-        let mut resp = CreateCqExRespBuf::default();
-        // SAFETY: ibctx is a live context of this provider, attr the caller's (channel NULL or
-        // live); vcq, cmd and resp are live buffers of the sizes given, the response being the
-        // core extended part then oxrdma's. The kernel keeps vcq's address (a Box, which does
-        // not move) as the user handle.
-        let ret = unsafe {
-            sys::ibv_cmd_create_cq_ex(
-                ibctx,
-                attr,
-                vcq,
-                &mut cmd,
-                size_of::<sys::ibv_create_cq_ex>(),
-                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_ex_create_cq_resp>(),
-                size_of::<CreateCqExRespBuf>(),
-                0,
-            )
-        };
-        if ret != 0 {
-            set_errno(ret);
-            return ptr::null_mut();
+        let cq = create_cq_common(ibctx, "create_cq_ex", |cq| {
+            let mut cmd = sys::ibv_create_cq_ex::default();
+            let mut resp = CreateCqExRespBuf::default();
+            // SAFETY: ibctx is a live context of this provider, attr the caller's (channel
+            // NULL or live); vcq, cmd and resp are live buffers of the sizes given, the
+            // response being the core extended part then oxrdma's. The kernel keeps vcq's
+            // address (in a Box, which does not move) as the user handle.
+            let ret = unsafe {
+                sys::ibv_cmd_create_cq_ex(
+                    ibctx,
+                    attr,
+                    ptr::addr_of_mut!(cq.vcq),
+                    &mut cmd,
+                    size_of::<sys::ibv_create_cq_ex>(),
+                    ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_ex_create_cq_resp>(),
+                    size_of::<CreateCqExRespBuf>(),
+                    0,
+                )
+            };
+            cmd_result(ret).map(|()| resp.drv)
+        })
+        .cast::<sys::ibv_cq_ex>();
+        if !cq.is_null() {
+            // SAFETY: cq is the ibv_cq_ex of the CQ just created (verbs_cq's union), not yet
+            // returned, so known to no one else.
+            unsafe { install_poll_ops(cq, wc_flags) };
         }
-        let x = vcq.cast::<sys::ibv_cq_ex>();
-        let want = |f: sys::ibv_create_cq_wc_flags| wc_flags & u64::from(f) != 0;
-        // SAFETY: x is the ibv_cq_ex of the new CQ (verbs_cq's union), not yet known to anyone
-        // else; only its callback fields are written.
-        unsafe {
-            (*x).start_poll = Some(start_poll);
-            (*x).next_poll = Some(next_poll);
-            (*x).end_poll = Some(end_poll);
-            (*x).read_opcode = Some(read_opcode);
-            (*x).read_vendor_err = Some(read_vendor_err);
-            (*x).read_wc_flags = Some(read_wc_flags);
-            if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_BYTE_LEN) {
-                (*x).read_byte_len = Some(read_byte_len);
-            }
-            if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_IMM) {
-                (*x).read_imm_data = Some(read_imm_data);
-            }
-            if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_QP_NUM) {
-                (*x).read_qp_num = Some(read_qp_num);
-            }
-            if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SRC_QP) {
-                (*x).read_src_qp = Some(read_src_qp);
-            }
-            if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SLID) {
-                (*x).read_slid = Some(read_slid);
-            }
-            if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SL) {
-                (*x).read_sl = Some(read_sl);
-            }
-            if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_DLID_PATH_BITS) {
-                (*x).read_dlid_path_bits = Some(read_dlid_path_bits);
-            }
-        }
-        // SAFETY: ibctx is live; cmd_fd does not change during its life.
-        let cmd_fd = unsafe { (*ibctx).cmd_fd };
-        finish_create_cq(ibctx, cmd_fd, cq, &resp.drv, "create_cq_ex").cast::<sys::ibv_cq_ex>()
+        cq
     })
+}
+
+/// Sets the `ibv_cq_ex` callbacks: the poll ones, and a `read_*` one for each field that
+/// `wc_flags` asks for.
+///
+/// # Safety
+/// `x` is the `ibv_cq_ex` of a CQ being created, which no one else uses yet.
+unsafe fn install_poll_ops(x: *mut sys::ibv_cq_ex, wc_flags: u64) {
+    let want = |f: sys::ibv_create_cq_wc_flags| wc_flags & u64::from(f) != 0;
+    // SAFETY: per the contract; only its callback fields are written.
+    unsafe {
+        (*x).start_poll = Some(start_poll);
+        (*x).next_poll = Some(next_poll);
+        (*x).end_poll = Some(end_poll);
+        (*x).read_opcode = Some(read_opcode);
+        (*x).read_vendor_err = Some(read_vendor_err);
+        (*x).read_wc_flags = Some(read_wc_flags);
+        if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_BYTE_LEN) {
+            (*x).read_byte_len = Some(read_byte_len);
+        }
+        if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_IMM) {
+            (*x).read_imm_data = Some(read_imm_data);
+        }
+        if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_QP_NUM) {
+            (*x).read_qp_num = Some(read_qp_num);
+        }
+        if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SRC_QP) {
+            (*x).read_src_qp = Some(read_src_qp);
+        }
+        if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SLID) {
+            (*x).read_slid = Some(read_slid);
+        }
+        if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_SL) {
+            (*x).read_sl = Some(read_sl);
+        }
+        if want(sys::ibv_create_cq_wc_flags_IBV_WC_EX_WITH_DLID_PATH_BITS) {
+            (*x).read_dlid_path_bits = Some(read_dlid_path_bits);
+        }
+    }
 }
 
 /// Sets `status` and `wr_id` of the `ibv_cq_ex` from a poll's result; the return value of
@@ -191,7 +199,7 @@ unsafe extern "C" fn read_byte_len(cq: *mut sys::ibv_cq_ex) -> u32 {
 
 unsafe extern "C" fn read_imm_data(cq: *mut sys::ibv_cq_ex) -> sys::__be32 {
     // The union's bits unchanged: the network-order immediate, or the invalidated R_Key.
-    guard(0, || super::queues::wc_imm(&current(cq)))
+    guard(0, || sys::wc_imm(&current(cq)))
 }
 
 unsafe extern "C" fn read_qp_num(cq: *mut sys::ibv_cq_ex) -> u32 {
@@ -240,39 +248,24 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             }
         };
         a.comp_mask = init.comp_mask;
-        let mut qp = OxQp::new();
-        let vqp = qp.ibv_qp_ptr().cast::<sys::verbs_qp>();
-        let mut cmd = sys::ibv_create_qp::default();
-        let mut resp = CreateQpRespBuf::default();
-        // SAFETY: ibctx is a live context of this provider, `a` a copy of the caller's
-        // attributes (PD, CQs, SRQ live); vqp points to a verbs_qp laid out as libibverbs 44
-        // has it (crate::qp::VerbsQp; the command only touches its ibv_qp and comp_mask); cmd
-        // and resp are live buffers of the sizes given. A Box does not move (user handle).
-        let ret = unsafe {
-            sys::ibv_cmd_create_qp_ex(
-                ibctx,
-                vqp,
-                &mut a,
-                &mut cmd,
-                size_of::<sys::ibv_create_qp>(),
-                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
-                size_of::<CreateQpRespBuf>(),
-            )
-        };
-        if ret != 0 {
-            set_errno(ret);
-            return ptr::null_mut();
-        }
-        let Some(mut qp) = finish_create_qp(
-            ibctx,
-            qp,
-            &resp.drv,
-            a.cap,
-            !a.srq.is_null(),
-            a.sq_sig_all != 0,
-            a.qp_type,
-            "create_qp_ex",
-        ) else {
+        let Some(mut qp) = create_qp_common(ibctx, &mut a, "create_qp_ex", |qp, a, cmd, resp| {
+            // SAFETY: ibctx is a live context of this provider, `a` a copy of the caller's
+            // attributes (PD, CQs, SRQ live); the verbs_qp pointer is to one laid out as
+            // libibverbs 44 has it (crate::qp::VerbsQp; the command only touches its ibv_qp
+            // and comp_mask); cmd and resp are live buffers of the sizes given. A Box does not
+            // move (user handle). The command writes the granted capabilities into a.cap.
+            unsafe {
+                sys::ibv_cmd_create_qp_ex(
+                    ibctx,
+                    qp.ibv_qp_ptr().cast::<sys::verbs_qp>(),
+                    a,
+                    cmd,
+                    size_of::<sys::ibv_create_qp>(),
+                    ptr::from_mut(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
+                    size_of::<CreateQpRespBuf>(),
+                )
+            }
+        }) else {
             return ptr::null_mut();
         };
         // SAFETY: attr is the caller's, writable: the granted capabilities.

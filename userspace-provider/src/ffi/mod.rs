@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The FFI layer: the provider's only `unsafe` code.
+//! The entry points: everything libibverbs calls, and nothing else. The rest of the crate
+//! never imports from here; the C types come from [`crate::sys`] and the ring memory from
+//! [`crate::mapping`], the two other modules with `unsafe` code.
 //!
-//! * [`sys`]: generated bindings.
 //! * The registration: an ELF constructor (what rdma-core's `PROVIDER_DRIVER` macro emits) that
 //!   hands [`DEVICE_OPS`] to `verbs_register_driver_34` when libibverbs dlopens the library.
 //! * The `extern "C"` entry points of `verbs_device_ops` and `verbs_context_ops`. Each one
@@ -26,13 +27,7 @@ macro_rules! inner_of {
 }
 
 mod ex;
-mod mapping;
 mod queues;
-pub(crate) mod sys;
-
-pub(crate) use mapping::Mapping;
-#[cfg(test)]
-pub(crate) use queues::wc_imm;
 
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::mem::{offset_of, size_of};
@@ -47,6 +42,7 @@ use oxrdma_uapi::abi::OXRDMA_ABI_VERSION;
 use crate::context::{self, GetContextResp, OxContext};
 use crate::device::{self, OxDevice};
 use crate::pd::{AllocPdRespBuf, OxPd};
+use crate::sys;
 
 /// A `static` holding C data with raw pointers, which Rust does not consider `Sync`.
 #[repr(transparent)]
@@ -145,10 +141,13 @@ fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e }
 }
 
-/// The calling thread's errno.
-fn errno() -> c_int {
-    // SAFETY: as in set_errno.
-    unsafe { *libc::__errno_location() }
+/// A libibverbs command's return value (0, or the errno) as a `Result`.
+fn cmd_result(ret: c_int) -> Result<(), c_int> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(ret)
+    }
 }
 
 /// Logs through libibverbs' `__verbs_log` (shown when `VERBS_LOG_LEVEL` and `VERBS_LOG_FILE`
@@ -168,6 +167,33 @@ fn path_of(chars: &[c_char]) -> Option<&Path> {
     let bytes = unsafe { core::slice::from_raw_parts(chars.as_ptr().cast::<u8>(), chars.len()) };
     let s = CStr::from_bytes_until_nul(bytes).ok()?;
     Some(Path::new(OsStr::from_bytes(s.to_bytes())))
+}
+
+/// The body of every destroy verb (`ibv_dealloc_pd`, `ibv_dereg_mr`, `ibv_destroy_cq`,
+/// `ibv_destroy_qp`, `ibv_destroy_srq`): the kernel command `destroy`, then, once the kernel
+/// object is gone, frees the provider's `Box<T>` (which unmaps its rings). If the command
+/// fails, the object is still alive and still the caller's: only the errno is returned.
+///
+/// # Safety
+/// `obj` is a live object of this provider: the first member of a `Box<T>` that one of its
+/// create verbs handed to libibverbs, which neither libibverbs nor the application uses
+/// after a successful destroy. `destroy` is libibverbs' destroy command for that object.
+unsafe fn destroy_boxed<T, C>(
+    obj: *mut C,
+    destroy: unsafe extern "C" fn(*mut C) -> c_int,
+) -> c_int {
+    guard(libc::EIO, || {
+        // SAFETY: per the contract, obj is a live object of the kind `destroy` takes.
+        let ret = unsafe { destroy(obj) };
+        if ret != 0 {
+            return ret; // still alive, still the caller's
+        }
+        // SAFETY: per the contract obj is the first member (same address) of a Box<T> from a
+        // create verb; the kernel object is gone and nobody uses obj again, so the Box is
+        // reclaimed exactly once.
+        drop(unsafe { Box::from_raw(obj.cast::<T>()) });
+        0
+    })
 }
 
 /// `verbs_get_ctx()`: the verbs_context around an ibv_context.
@@ -396,17 +422,9 @@ unsafe extern "C" fn alloc_pd(ibctx: *mut sys::ibv_context) -> *mut sys::ibv_pd 
 
 /// `ibv_dealloc_pd`: frees the PD once the kernel has destroyed it.
 unsafe extern "C" fn dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: pd is a live PD from alloc_pd.
-        let ret = unsafe { sys::ibv_cmd_dealloc_pd(pd) };
-        if ret != 0 {
-            return ret; // still alive, still the caller's
-        }
-        // SAFETY: pd came from alloc_pd's Box<OxPd> and the kernel object is gone; libibverbs
-        // and the application do not use it after a successful dealloc.
-        drop(unsafe { Box::from_raw(pd.cast::<OxPd>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live PD from alloc_pd, the first member of its Box<OxPd>;
+    // neither it nor the application uses the PD after a successful dealloc.
+    unsafe { destroy_boxed::<OxPd, _>(pd, sys::ibv_cmd_dealloc_pd) }
 }
 
 #[cfg(test)]

@@ -12,16 +12,18 @@ use core::mem::size_of;
 use core::ptr;
 
 use oxrdma_uapi::queue::Sge;
+use oxrdma_uapi::verbs::CreateCqResp;
 
-use super::mapping::{doorbell, gather_inline};
-use super::{guard, log_err, set_errno, sys, verbs_ctx};
+use super::{cmd_result, destroy_boxed, guard, log_err, set_errno, verbs_ctx};
 use crate::cq::{CqInner, CreateCqRespBuf, OxCq};
+use crate::mapping::{doorbell, gather_inline};
 use crate::mr::OxMr;
 use crate::qp::{CreateQpRespBuf, OxQp, QpGrant, QpInner};
 use crate::recv::{RecvQueue, RecvWr};
 use crate::ring::{PostError, SetupError};
 use crate::send::{self, AtomicFields, RdmaFields, SendWr, Target, TargetKind, UdFields};
 use crate::srq::{CreateSrqRespBuf, OxSrq, SrqInner, MODIFY_SRQ_SUPPORTED};
+use crate::sys;
 
 // `ibv_sge` and the uapi `Sge` are the same 16 bytes: SGE lists are read in place.
 const _: () = {
@@ -107,37 +109,82 @@ unsafe fn send_wr(w: &sys::ibv_send_wr, ud: bool) -> Option<SendWr<'_>> {
     })
 }
 
+/// A node of a work request list as libibverbs passes it to the post verbs.
+trait WrList {
+    /// The next work request, NULL at the end.
+    fn next(&self) -> *mut Self;
+}
+
+impl WrList for sys::ibv_send_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+impl WrList for sys::ibv_recv_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+/// `*bad_wr = wr`, unless the caller passed no `bad_wr`.
+///
+/// # Safety
+/// `bad_wr` is NULL or writable.
+unsafe fn set_bad_wr<W>(bad_wr: *mut *mut W, wr: *mut W) {
+    if !bad_wr.is_null() {
+        // SAFETY: per the contract, writable.
+        unsafe { *bad_wr = wr };
+    }
+}
+
+/// The loop of every post verb (`ibv_post_send`, `ibv_post_recv`, `ibv_post_srq_recv`):
+/// hands each work request of the list `wr` to `post`, in order, and stops at the first one
+/// `post` refuses: 0, or that one's errno with `*bad_wr` pointing to it.
+///
+/// # Safety
+/// `wr` is NULL or a list of valid work requests; `bad_wr` is NULL or writable (the verbs
+/// contract, for the duration of the post call).
+unsafe fn post_list<W: WrList>(
+    mut wr: *mut W,
+    bad_wr: *mut *mut W,
+    mut post: impl FnMut(&W) -> Result<(), PostError>,
+) -> c_int {
+    while !wr.is_null() {
+        // SAFETY: per the contract, a valid work request for the call's duration.
+        let w = unsafe { &*wr };
+        if let Err(e) = post(w) {
+            // SAFETY: per the contract.
+            unsafe { set_bad_wr(bad_wr, wr) };
+            return e.errno();
+        }
+        wr = w.next();
+    }
+    0
+}
+
 /// Posts the receive list `wr` into `rq`; the errno, with `*bad_wr` set on failure.
 ///
 /// # Safety
 /// `wr` is NULL or a list of valid `ibv_recv_wr`s; `bad_wr` is NULL or writable.
 unsafe fn post_recv_list(
     rq: &mut RecvQueue,
-    mut wr: *mut sys::ibv_recv_wr,
+    wr: *mut sys::ibv_recv_wr,
     bad_wr: *mut *mut sys::ibv_recv_wr,
 ) -> c_int {
-    let mut err = 0;
-    while !wr.is_null() {
-        // SAFETY: per the contract, a valid work request for the call's duration.
-        let w = unsafe { &*wr };
-        // SAFETY: as above, its SGE list is valid for the call.
-        let r = match unsafe { sge_list(w.sg_list, w.num_sge) } {
+    let post = |w: &sys::ibv_recv_wr| {
+        // SAFETY: post_list hands over work requests of the caller's list (valid per the
+        // contract), whose SGE lists are valid for the call.
+        match unsafe { sge_list(w.sg_list, w.num_sge) } {
             Some(sges) => rq.post(&RecvWr {
                 wr_id: w.wr_id,
                 sges,
             }),
             None => Err(PostError::Invalid),
-        };
-        if let Err(e) = r {
-            err = e.errno();
-            if !bad_wr.is_null() {
-                // SAFETY: per the contract, writable.
-                unsafe { *bad_wr = wr };
-            }
-            break;
         }
-        wr = w.next;
-    }
+    };
+    // SAFETY: per the contract.
+    let err = unsafe { post_list(wr, bad_wr, post) };
     rq.finish();
     err
 }
@@ -167,47 +214,52 @@ pub(super) unsafe extern "C" fn create_cq(
     comp_vector: c_int,
 ) -> *mut sys::ibv_cq {
     guard(ptr::null_mut(), || {
-        let mut cq = OxCq::new();
-        let ibv_cq = cq.ibv_cq_ptr();
-        let mut cmd = sys::ibv_create_cq::default();
-        let mut resp = CreateCqRespBuf::default();
-        // SAFETY: ibctx is a live context of this provider (channel NULL or live, as the
-        // caller passed it); cq, cmd and resp are live buffers of the sizes given, the
-        // response buffer being core part then oxrdma's. The kernel keeps cq's address as
-        // the CQ's user handle: it is a Box, which does not move.
-        let ret = unsafe {
-            sys::ibv_cmd_create_cq(
-                ibctx,
-                cqe,
-                channel,
-                comp_vector,
-                ibv_cq,
-                &mut cmd,
-                size_of::<sys::ibv_create_cq>(),
-                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_cq_resp>(),
-                size_of::<CreateCqRespBuf>(),
-            )
-        };
-        if ret != 0 {
-            set_errno(ret);
-            return ptr::null_mut();
-        }
-        // SAFETY: ibctx is live; cmd_fd does not change during its life.
-        let cmd_fd = unsafe { (*ibctx).cmd_fd };
-        finish_create_cq(ibctx, cmd_fd, cq, &resp.drv, "create_cq")
+        create_cq_common(ibctx, "create_cq", |cq| {
+            let mut cmd = sys::ibv_create_cq::default();
+            let mut resp = CreateCqRespBuf::default();
+            // SAFETY: ibctx is a live context of this provider (channel NULL or live, as the
+            // caller passed it); cq, cmd and resp are live buffers of the sizes given, the
+            // response buffer being core part then oxrdma's. The kernel keeps cq's address as
+            // the CQ's user handle: it is in a Box, which does not move.
+            let ret = unsafe {
+                sys::ibv_cmd_create_cq(
+                    ibctx,
+                    cqe,
+                    channel,
+                    comp_vector,
+                    cq.ibv_cq_ptr(),
+                    &mut cmd,
+                    size_of::<sys::ibv_create_cq>(),
+                    ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_cq_resp>(),
+                    size_of::<CreateCqRespBuf>(),
+                )
+            };
+            cmd_result(ret).map(|()| resp.drv)
+        })
     })
 }
 
-/// The end of `create_cq` and `create_cq_ex`: maps the ring of the CQ the kernel created
-/// (destroying it on failure) and hands the CQ to libibverbs.
-pub(super) fn finish_create_cq(
+/// The body of `create_cq` and `create_cq_ex`: a new CQ, the kernel's create command
+/// (`command`: the legacy or the extended one, run on the new CQ, returning oxrdma's part of
+/// the response or the errno), then the ring (on failure the kernel object is destroyed
+/// again), and the CQ handed to libibverbs. NULL, with errno set, on failure.
+pub(super) fn create_cq_common(
     ibctx: *mut sys::ibv_context,
-    cmd_fd: c_int,
-    mut cq: Box<OxCq>,
-    drv: &oxrdma_uapi::verbs::CreateCqResp,
     verb: &str,
+    command: impl FnOnce(&mut OxCq) -> Result<CreateCqResp, c_int>,
 ) -> *mut sys::ibv_cq {
-    match CqInner::setup(cmd_fd, drv) {
+    let mut cq = OxCq::new();
+    let drv = match command(&mut cq) {
+        Ok(drv) => drv,
+        Err(e) => {
+            set_errno(e);
+            return ptr::null_mut();
+        }
+    };
+    // SAFETY: ibctx is the live context the verb was called on (both callers pass
+    // libibverbs' argument through); cmd_fd does not change during its life.
+    let cmd_fd = unsafe { (*ibctx).cmd_fd };
+    match CqInner::setup(cmd_fd, &drv) {
         Ok(inner) => cq.inner = Some(inner),
         Err(e) => {
             let ibv_cq = cq.ibv_cq_ptr();
@@ -224,18 +276,9 @@ pub(super) fn finish_create_cq(
 
 /// `ibv_destroy_cq`: `DESTROY_CQ`, then unmap the ring and free.
 pub(super) unsafe extern "C" fn destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: cq is a live CQ from create_cq.
-        let ret = unsafe { sys::ibv_cmd_destroy_cq(cq) };
-        if ret != 0 {
-            return ret;
-        }
-        // SAFETY: cq came from create_cq's Box<OxCq>; the kernel object is gone and neither
-        // libibverbs nor the application uses it after a successful destroy. Dropping it
-        // unmaps the ring.
-        drop(unsafe { Box::from_raw(cq.cast::<OxCq>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live CQ from create_cq or create_cq_ex, the first member of
+    // its Box<OxCq>; neither it nor the application uses the CQ after a successful destroy.
+    unsafe { destroy_boxed::<OxCq, _>(cq, sys::ibv_cmd_destroy_cq) }
 }
 
 /// `ibv_poll_cq`: up to `ne` completions from the CQ ring, no system call.
@@ -324,17 +367,9 @@ pub(super) unsafe extern "C" fn reg_mr(
 
 /// `ibv_dereg_mr`.
 pub(super) unsafe extern "C" fn dereg_mr(vmr: *mut sys::verbs_mr) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: vmr is a live MR from reg_mr.
-        let ret = unsafe { sys::ibv_cmd_dereg_mr(vmr) };
-        if ret != 0 {
-            return ret;
-        }
-        // SAFETY: vmr came from reg_mr's Box<OxMr> (vmr at offset 0); it is not used after a
-        // successful deregistration.
-        drop(unsafe { Box::from_raw(vmr.cast::<OxMr>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live MR from reg_mr, the first member of its Box<OxMr>; it
+    // is not used after a successful deregistration.
+    unsafe { destroy_boxed::<OxMr, _>(vmr, sys::ibv_cmd_dereg_mr) }
 }
 
 // ---- queue pairs ------------------------------------------------------------------------
@@ -346,81 +381,91 @@ pub(super) unsafe extern "C" fn create_qp(
     attr: *mut sys::ibv_qp_init_attr,
 ) -> *mut sys::ibv_qp {
     guard(ptr::null_mut(), || {
-        let mut qp = OxQp::new();
-        let ibv_qp = qp.ibv_qp_ptr();
-        let mut cmd = sys::ibv_create_qp::default();
-        let mut resp = CreateQpRespBuf::default();
-        // SAFETY: pd is a live PD of this provider, attr the caller's init attributes
-        // (CQs, SRQ live); qp, cmd and resp are live buffers of the sizes given. The kernel
-        // keeps qp's address as the user handle: a Box does not move.
-        let ret = unsafe {
-            sys::ibv_cmd_create_qp(
-                pd,
-                ibv_qp,
-                attr,
-                &mut cmd,
-                size_of::<sys::ibv_create_qp>(),
-                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
-                size_of::<CreateQpRespBuf>(),
-            )
+        // SAFETY: the caller's attributes, valid for the call; a plain copy.
+        let plain = unsafe { attr.read() };
+        // The extended attributes libibverbs' ibv_cmd_create_qp builds from the plain ones.
+        let mut a = sys::ibv_qp_init_attr_ex {
+            qp_context: plain.qp_context,
+            send_cq: plain.send_cq,
+            recv_cq: plain.recv_cq,
+            srq: plain.srq,
+            cap: plain.cap,
+            qp_type: plain.qp_type,
+            sq_sig_all: plain.sq_sig_all,
+            comp_mask: sys::ibv_qp_init_attr_mask_IBV_QP_INIT_ATTR_PD,
+            pd,
+            ..Default::default()
         };
-        if ret != 0 {
-            set_errno(ret);
-            return ptr::null_mut();
-        }
-        // SAFETY: attr is the caller's, valid for the call; ibv_cmd_create_qp has written the
-        // granted capabilities into attr->cap on both the ioctl and the write path.
-        let a = unsafe { &*attr };
         // SAFETY: pd and its context are live.
         let ctx = unsafe { (*pd).context };
-        let Some(qp) = finish_create_qp(
-            ctx,
-            qp,
-            &resp.drv,
-            a.cap,
-            !a.srq.is_null(),
-            a.sq_sig_all != 0,
-            a.qp_type,
-            "create_qp",
-        ) else {
-            return ptr::null_mut();
-        };
-        // SAFETY: attr is the caller's, writable; the caps the rings were built for (as
-        // ibv_cmd_create_qp wrote them).
-        unsafe { (*attr).cap = a.cap };
-        Box::into_raw(qp).cast::<sys::ibv_qp>()
+        let qp = create_qp_common(ctx, &mut a, "create_qp", |qp, a, cmd, resp| {
+            // SAFETY: pd is a live PD of this provider, attr the caller's init attributes
+            // (CQs, SRQ live); qp, cmd and resp are live buffers of the sizes given. The
+            // kernel keeps qp's address as the user handle: it is in a Box, which does not
+            // move.
+            let ret = unsafe {
+                sys::ibv_cmd_create_qp(
+                    pd,
+                    qp.ibv_qp_ptr(),
+                    attr,
+                    cmd,
+                    size_of::<sys::ibv_create_qp>(),
+                    ptr::from_mut(resp).cast::<sys::ib_uverbs_create_qp_resp>(),
+                    size_of::<CreateQpRespBuf>(),
+                )
+            };
+            // SAFETY: attr is the caller's, valid for the call; on success
+            // ibv_cmd_create_qp has written the granted capabilities into attr->cap on both
+            // the ioctl and the write path.
+            a.cap = unsafe { (*attr).cap };
+            ret
+        });
+        qp.map_or(ptr::null_mut(), |qp| {
+            Box::into_raw(qp).cast::<sys::ibv_qp>()
+        })
     })
 }
 
-/// The end of `create_qp` and `create_qp_ex`: checks oxrdma's response against what was
-/// granted (`cap`, as the create command wrote it) and maps the rings; on failure destroys
-/// the QP, sets errno and returns `None`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn finish_create_qp(
+/// The body of `create_qp` and `create_qp_ex`, on extended attributes `a` (`create_qp` builds
+/// them from its plain ones): a new QP, the kernel's create command (`command`: the legacy or
+/// the extended one, run on the new QP, `a` and zeroed command and response buffers; it
+/// leaves the granted capabilities in `a.cap` and returns 0 or the errno), then oxrdma's
+/// response checked against what was granted and the rings mapped (on failure the kernel
+/// object is destroyed again). `None`, with errno set, on failure.
+pub(super) fn create_qp_common(
     ctx: *mut sys::ibv_context,
-    mut qp: Box<OxQp>,
-    drv: &oxrdma_uapi::verbs::CreateQpResp,
-    cap: sys::ibv_qp_cap,
-    has_srq: bool,
-    sig_all: bool,
-    qp_type: sys::ibv_qp_type,
+    a: &mut sys::ibv_qp_init_attr_ex,
     verb: &str,
+    command: impl FnOnce(
+        &mut OxQp,
+        &mut sys::ibv_qp_init_attr_ex,
+        &mut sys::ibv_create_qp,
+        &mut CreateQpRespBuf,
+    ) -> c_int,
 ) -> Option<Box<OxQp>> {
+    let mut qp = OxQp::new();
+    let mut cmd = sys::ibv_create_qp::default();
+    let mut resp = CreateQpRespBuf::default();
+    if let Err(e) = cmd_result(command(&mut qp, a, &mut cmd, &mut resp)) {
+        set_errno(e);
+        return None;
+    }
     let ibv_qp = qp.ibv_qp_ptr();
     // SAFETY: the create command succeeded and filled in qp_num and handle; nothing else
     // writes the new QP yet.
     let (qp_num, handle) = unsafe { ((*ibv_qp).qp_num, (*ibv_qp).handle) };
     let grant = QpGrant {
-        cap,
-        has_srq,
-        sig_all,
-        ud: qp_type == sys::ibv_qp_type_IBV_QPT_UD,
+        cap: a.cap,
+        has_srq: !a.srq.is_null(),
+        sig_all: a.sq_sig_all != 0,
+        ud: a.qp_type == sys::ibv_qp_type_IBV_QPT_UD,
         qp_num,
         handle,
     };
-    // SAFETY: ctx is the live context the QP was created in.
+    // SAFETY: ctx is the live context the QP was created in (both callers pass the one
+    // libibverbs gave the verb).
     let cmd_fd = unsafe { (*ctx).cmd_fd };
-    match QpInner::setup(cmd_fd, drv, &grant) {
+    match QpInner::setup(cmd_fd, &resp.drv, &grant) {
         Ok(inner) => {
             qp.inner = Some(inner);
             Some(qp)
@@ -481,24 +526,16 @@ pub(super) unsafe extern "C" fn modify_qp(
 
 /// `ibv_destroy_qp`: `DESTROY_QP`, then unmap the rings and free.
 pub(super) unsafe extern "C" fn destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: qp is a live QP from create_qp.
-        let ret = unsafe { sys::ibv_cmd_destroy_qp(qp) };
-        if ret != 0 {
-            return ret;
-        }
-        // SAFETY: qp came from create_qp's Box<OxQp> and is not used after a successful
-        // destroy. Dropping it unmaps both rings.
-        drop(unsafe { Box::from_raw(qp.cast::<OxQp>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live QP from create_qp or create_qp_ex, the first member of
+    // its Box<OxQp>; it is not used after a successful destroy.
+    unsafe { destroy_boxed::<OxQp, _>(qp, sys::ibv_cmd_destroy_qp) }
 }
 
 /// `ibv_post_send`: the work requests into the SQ ring, then the doorbell if the kernel is
 /// not busy with the queue.
 pub(super) unsafe extern "C" fn post_send(
     qp: *mut sys::ibv_qp,
-    mut wr: *mut sys::ibv_send_wr,
+    wr: *mut sys::ibv_send_wr,
     bad_wr: *mut *mut sys::ibv_send_wr,
 ) -> c_int {
     guard(libc::EIO, || {
@@ -508,28 +545,20 @@ pub(super) unsafe extern "C" fn post_send(
         let mut err = 0;
         let ring = inner.sq().with(|sq| {
             let ud = sq.caps().ud;
-            while !wr.is_null() {
-                // SAFETY: the caller's list of valid work requests, for the call.
-                let w = unsafe { &*wr };
-                // SAFETY: w is such a work request.
-                let r = match unsafe { send_wr(w, ud) } {
+            let post = |w: &sys::ibv_send_wr| {
+                // SAFETY: post_list hands over work requests of the caller's list, valid
+                // (with their SGE lists) for the call.
+                match unsafe { send_wr(w, ud) } {
                     Some(s) => sq.post(&s, |out| {
                         // SAFETY: an inline work request's SGEs describe readable bytes
                         // of the caller's, read during ibv_post_send.
                         unsafe { gather_inline(s.sges, out) }
                     }),
                     None => Err(PostError::Invalid),
-                };
-                if let Err(e) = r {
-                    err = e.errno();
-                    if !bad_wr.is_null() {
-                        // SAFETY: the caller's out-pointer, writable.
-                        unsafe { *bad_wr = wr };
-                    }
-                    break;
                 }
-                wr = w.next;
-            }
+            };
+            // SAFETY: the caller's list and out-pointer, as ibv_post_send requires.
+            err = unsafe { post_list(wr, bad_wr, post) };
             sq.finish()
         });
         if ring {
@@ -551,10 +580,8 @@ pub(super) unsafe extern "C" fn post_recv(
 ) -> c_int {
     guard(libc::EIO, || {
         let Some(mut rq) = inner_of!(qp, OxQp).and_then(QpInner::lock_rq) else {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's out-pointer, writable.
-                unsafe { *bad_wr = wr };
-            }
+            // SAFETY: the caller's out-pointer, NULL or writable.
+            unsafe { set_bad_wr(bad_wr, wr) };
             return libc::EINVAL;
         };
         // SAFETY: the caller's list and out-pointer, as ibv_post_recv requires.
@@ -646,17 +673,9 @@ pub(super) unsafe extern "C" fn query_srq(
 
 /// `ibv_destroy_srq`: `DESTROY_SRQ`, then unmap the ring and free.
 pub(super) unsafe extern "C" fn destroy_srq(srq: *mut sys::ibv_srq) -> c_int {
-    guard(libc::EIO, || {
-        // SAFETY: srq is a live SRQ from create_srq.
-        let ret = unsafe { sys::ibv_cmd_destroy_srq(srq) };
-        if ret != 0 {
-            return ret;
-        }
-        // SAFETY: srq came from create_srq's Box<OxSrq> and is not used after a successful
-        // destroy. Dropping it unmaps the ring.
-        drop(unsafe { Box::from_raw(srq.cast::<OxSrq>()) });
-        0
-    })
+    // SAFETY: libibverbs passes a live SRQ from create_srq, the first member of its
+    // Box<OxSrq>; it is not used after a successful destroy.
+    unsafe { destroy_boxed::<OxSrq, _>(srq, sys::ibv_cmd_destroy_srq) }
 }
 
 /// `ibv_post_srq_recv`: the work requests into the SRQ ring.
@@ -672,12 +691,6 @@ pub(super) unsafe extern "C" fn post_srq_recv(
         // SAFETY: the caller's list and out-pointer, as ibv_post_srq_recv requires.
         unsafe { post_recv_list(&mut inner.lock(), wr, bad_wr) }
     })
-}
-
-/// The immediate/invalidated-key union of a work completion, as a `u32`.
-pub(crate) fn wc_imm(wc: &sys::ibv_wc) -> u32 {
-    // SAFETY: both members of the union are u32s; every bit pattern is valid.
-    unsafe { wc.__bindgen_anon_1.imm_data }
 }
 
 #[cfg(test)]
@@ -707,6 +720,50 @@ mod tests {
             assert_eq!(sge_list(ptr::null(), 1), None);
             assert_eq!(sge_list(sges.as_ptr(), -1), None);
         }
+    }
+
+    #[test]
+    fn post_list_stops_at_the_first_refused_work_request() {
+        let mut wrs = [sys::ibv_recv_wr::default(); 3];
+        for (i, w) in wrs.iter_mut().enumerate() {
+            w.wr_id = i as u64;
+        }
+        let base = wrs.as_mut_ptr();
+        // SAFETY: links the entries of the local array into a NULL-terminated list.
+        unsafe {
+            (*base).next = base.add(1);
+            (*base.add(1)).next = base.add(2);
+        }
+        let mut seen = Vec::new();
+        let mut bad: *mut sys::ibv_recv_wr = ptr::null_mut();
+        // SAFETY: a valid three-entry list and a writable bad_wr.
+        let err = unsafe {
+            post_list(base, &mut bad, |w| {
+                seen.push(w.wr_id);
+                if w.wr_id == 1 {
+                    Err(PostError::Full)
+                } else {
+                    Ok(())
+                }
+            })
+        };
+        assert_eq!(
+            (err, seen, bad),
+            (libc::ENOMEM, vec![0, 1], base.wrapping_add(1))
+        );
+
+        let mut n = 0;
+        // SAFETY: as above; a NULL bad_wr is not written.
+        let err = unsafe {
+            post_list(base, ptr::null_mut(), |_| {
+                n += 1;
+                Ok(())
+            })
+        };
+        assert_eq!((err, n), (0, 3));
+        // SAFETY: an empty list reads nothing.
+        let err = unsafe { post_list::<sys::ibv_recv_wr>(ptr::null_mut(), &mut bad, |_| Ok(())) };
+        assert_eq!(err, 0);
     }
 
     #[test]

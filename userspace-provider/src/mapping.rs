@@ -6,6 +6,11 @@
 //! Every access is bounds-checked against the mapping's length; the safe ring logic
 //! (`crate::ring`) computes offsets only from validated geometry, so a failed check is a bug
 //! and panics (the entry points' `guard` turns that into an error return).
+//!
+//! A leaf module (it uses only [`crate::sys`]): the ring logic and the entry points build on
+//! it.
+// Raw memory: mmap/munmap, atomics and copies at computed offsets, the doorbell write().
+#![allow(unsafe_code)]
 
 use core::ffi::{c_int, c_void};
 use core::mem::size_of;
@@ -14,7 +19,13 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use oxrdma_uapi::queue::Sge;
 
-use super::sys;
+use crate::sys;
+
+/// The calling thread's errno.
+fn errno() -> c_int {
+    // SAFETY: __errno_location returns the calling thread's errno, valid for the thread's life.
+    unsafe { *libc::__errno_location() }
+}
 
 /// A shared, read-write mapping of part of the uverbs command file (a ring), unmapped on drop.
 #[derive(Debug)]
@@ -39,6 +50,19 @@ impl Mapping {
         if len == 0 {
             return Err(libc::EINVAL);
         }
+        Self::map(len, libc::MAP_SHARED, fd, off)
+    }
+
+    /// A private anonymous mapping of `len` zero bytes, standing in for a ring in tests.
+    #[cfg(test)]
+    pub(crate) fn anonymous(len: usize) -> Self {
+        assert!(len > 0);
+        Self::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0).expect("anonymous mmap")
+    }
+
+    /// `mmap(NULL, len, PROT_READ | PROT_WRITE, flags, fd, off)` for `len > 0` bytes; the
+    /// errno on failure.
+    fn map(len: usize, flags: c_int, fd: c_int, off: libc::off_t) -> Result<Self, c_int> {
         // SAFETY: a fresh mapping at an address the kernel chooses (NULL hint); it overlaps
         // no Rust object. The result is checked for MAP_FAILED.
         let p = unsafe {
@@ -46,38 +70,16 @@ impl Mapping {
                 ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                flags,
                 fd,
                 off,
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(super::errno());
+            return Err(errno());
         }
         let base = NonNull::new(p.cast::<u8>()).ok_or(libc::EFAULT)?;
         Ok(Self { base, len })
-    }
-
-    /// A private anonymous mapping of `len` zero bytes, standing in for a ring in tests.
-    #[cfg(test)]
-    pub(crate) fn anonymous(len: usize) -> Self {
-        assert!(len > 0);
-        // SAFETY: a fresh anonymous mapping, checked for MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        Self {
-            base: NonNull::new(p.cast::<u8>()).expect("mmap returned NULL"),
-            len,
-        }
     }
 
     /// Bytes mapped.
@@ -169,7 +171,7 @@ pub(crate) fn doorbell(cmd_fd: c_int, qp_handle: u32) -> Result<(), c_int> {
     if n == size_of::<sys::ibv_post_send>() as isize {
         Ok(())
     } else if n < 0 {
-        Err(super::errno())
+        Err(errno())
     } else {
         Err(libc::EIO)
     }
