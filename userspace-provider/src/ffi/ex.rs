@@ -39,7 +39,7 @@ pub(super) unsafe extern "C" fn create_cq_ex(
             return ptr::null_mut();
         }
         let wc_flags = a.wc_flags;
-        let cq = create_cq_common(ibctx, "create_cq_ex", |cq| {
+        let command = |cq: &mut OxCq| {
             let mut cmd = sys::ibv_create_cq_ex::default();
             let mut resp = CreateCqExRespBuf::default();
             // SAFETY: ibctx is a live context of this provider, attr the caller's (channel
@@ -59,8 +59,10 @@ pub(super) unsafe extern "C" fn create_cq_ex(
                 )
             };
             cmd_result(ret).map(|()| resp.drv)
-        })
-        .cast::<sys::ibv_cq_ex>();
+        };
+        // SAFETY: ibctx is the live context libibverbs called the verb on.
+        let cq =
+            unsafe { create_cq_common(ibctx, "create_cq_ex", command) }.cast::<sys::ibv_cq_ex>();
         if !cq.is_null() {
             // SAFETY: cq is the ibv_cq_ex of the CQ just created (verbs_cq's union), not yet
             // returned, so known to no one else.
@@ -248,7 +250,10 @@ pub(super) unsafe extern "C" fn create_qp_ex(
             }
         };
         a.comp_mask = init.comp_mask;
-        let Some(mut qp) = create_qp_common(ibctx, &mut a, "create_qp_ex", |qp, a, cmd, resp| {
+        let command = |qp: &mut OxQp,
+                       a: &mut sys::ibv_qp_init_attr_ex,
+                       cmd: &mut sys::ibv_create_qp,
+                       resp: &mut CreateQpRespBuf| {
             // SAFETY: ibctx is a live context of this provider, `a` a copy of the caller's
             // attributes (PD, CQs, SRQ live); the verbs_qp pointer is to one laid out as
             // libibverbs 44 has it (crate::qp::VerbsQp; the command only touches its ibv_qp
@@ -265,7 +270,10 @@ pub(super) unsafe extern "C" fn create_qp_ex(
                     size_of::<CreateQpRespBuf>(),
                 )
             }
-        }) else {
+        };
+        // SAFETY: ibctx is the live context libibverbs called the verb on.
+        let Some(mut qp) = (unsafe { create_qp_common(ibctx, &mut a, "create_qp_ex", command) })
+        else {
             return ptr::null_mut();
         };
         // SAFETY: attr is the caller's, writable: the granted capabilities.

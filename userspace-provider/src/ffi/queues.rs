@@ -191,13 +191,17 @@ unsafe fn post_recv_list(
 
 /// The end of a create verb whose kernel object exists but whose rings could not be set up:
 /// logs, destroys the kernel object (`destroy`), sets errno and returns NULL.
-pub(super) fn setup_failed<T>(
+///
+/// # Safety
+///
+/// `ctx` is the context member of a live `verbs_context` of this provider.
+pub(super) unsafe fn setup_failed<T>(
     ctx: *mut sys::ibv_context,
     verb: &str,
     e: SetupError,
     destroy: impl FnOnce(),
 ) -> *mut T {
-    // SAFETY: ctx is the context member of a live verbs_context (the object's context).
+    // SAFETY: ctx is the context member of a live verbs_context (function contract).
     log_err(unsafe { verbs_ctx(ctx) }, &format!("{verb}: {e}"));
     destroy();
     set_errno(e.errno());
@@ -214,7 +218,7 @@ pub(super) unsafe extern "C" fn create_cq(
     comp_vector: c_int,
 ) -> *mut sys::ibv_cq {
     guard(ptr::null_mut(), || {
-        create_cq_common(ibctx, "create_cq", |cq| {
+        let command = |cq: &mut OxCq| {
             let mut cmd = sys::ibv_create_cq::default();
             let mut resp = CreateCqRespBuf::default();
             // SAFETY: ibctx is a live context of this provider (channel NULL or live, as the
@@ -235,7 +239,9 @@ pub(super) unsafe extern "C" fn create_cq(
                 )
             };
             cmd_result(ret).map(|()| resp.drv)
-        })
+        };
+        // SAFETY: ibctx is the live context libibverbs called the verb on.
+        unsafe { create_cq_common(ibctx, "create_cq", command) }
     })
 }
 
@@ -243,7 +249,11 @@ pub(super) unsafe extern "C" fn create_cq(
 /// (`command`: the legacy or the extended one, run on the new CQ, returning oxrdma's part of
 /// the response or the errno), then the ring (on failure the kernel object is destroyed
 /// again), and the CQ handed to libibverbs. NULL, with errno set, on failure.
-pub(super) fn create_cq_common(
+///
+/// # Safety
+///
+/// `ibctx` is the live context (of this provider) the verb was called on.
+pub(super) unsafe fn create_cq_common(
     ibctx: *mut sys::ibv_context,
     verb: &str,
     command: impl FnOnce(&mut OxCq) -> Result<CreateCqResp, c_int>,
@@ -256,17 +266,20 @@ pub(super) fn create_cq_common(
             return ptr::null_mut();
         }
     };
-    // SAFETY: ibctx is the live context the verb was called on (both callers pass
-    // libibverbs' argument through); cmd_fd does not change during its life.
+    // SAFETY: ibctx is the live context the verb was called on (function contract); cmd_fd
+    // does not change during its life.
     let cmd_fd = unsafe { (*ibctx).cmd_fd };
     match CqInner::setup(cmd_fd, &drv) {
         Ok(inner) => cq.inner = Some(inner),
         Err(e) => {
             let ibv_cq = cq.ibv_cq_ptr();
-            return setup_failed(ibctx, verb, e, || {
-                // SAFETY: the CQ was created just before and is known to nobody else.
-                unsafe { sys::ibv_cmd_destroy_cq(ibv_cq) };
-            });
+            // SAFETY: ibctx is a live context of this provider (function contract).
+            return unsafe {
+                setup_failed(ibctx, verb, e, || {
+                    // SAFETY: the CQ was created just before and is known to nobody else.
+                    sys::ibv_cmd_destroy_cq(ibv_cq);
+                })
+            };
         }
     }
     // `vcq` (whose first member is the `ibv_cq`) is OxCq's first field (repr(C)): the
@@ -398,7 +411,10 @@ pub(super) unsafe extern "C" fn create_qp(
         };
         // SAFETY: pd and its context are live.
         let ctx = unsafe { (*pd).context };
-        let qp = create_qp_common(ctx, &mut a, "create_qp", |qp, a, cmd, resp| {
+        let command = |qp: &mut OxQp,
+                       a: &mut sys::ibv_qp_init_attr_ex,
+                       cmd: &mut sys::ibv_create_qp,
+                       resp: &mut CreateQpRespBuf| {
             // SAFETY: pd is a live PD of this provider, attr the caller's init attributes
             // (CQs, SRQ live); qp, cmd and resp are live buffers of the sizes given. The
             // kernel keeps qp's address as the user handle: it is in a Box, which does not
@@ -419,7 +435,9 @@ pub(super) unsafe extern "C" fn create_qp(
             // the ioctl and the write path.
             a.cap = unsafe { (*attr).cap };
             ret
-        });
+        };
+        // SAFETY: ctx is the live context of pd, of this provider.
+        let qp = unsafe { create_qp_common(ctx, &mut a, "create_qp", command) };
         qp.map_or(ptr::null_mut(), |qp| {
             Box::into_raw(qp).cast::<sys::ibv_qp>()
         })
@@ -432,7 +450,11 @@ pub(super) unsafe extern "C" fn create_qp(
 /// leaves the granted capabilities in `a.cap` and returns 0 or the errno), then oxrdma's
 /// response checked against what was granted and the rings mapped (on failure the kernel
 /// object is destroyed again). `None`, with errno set, on failure.
-pub(super) fn create_qp_common(
+///
+/// # Safety
+///
+/// `ctx` is the live context (of this provider) the QP is created in.
+pub(super) unsafe fn create_qp_common(
     ctx: *mut sys::ibv_context,
     a: &mut sys::ibv_qp_init_attr_ex,
     verb: &str,
@@ -471,10 +493,13 @@ pub(super) fn create_qp_common(
             Some(qp)
         }
         Err(e) => {
-            setup_failed::<()>(ctx, verb, e, || {
-                // SAFETY: the QP was created just before and is known to nobody else.
-                unsafe { sys::ibv_cmd_destroy_qp(ibv_qp) };
-            });
+            // SAFETY: ctx is a live context of this provider (function contract).
+            unsafe {
+                setup_failed::<()>(ctx, verb, e, || {
+                    // SAFETY: the QP was created just before and is known to nobody else.
+                    sys::ibv_cmd_destroy_qp(ibv_qp);
+                })
+            };
             None
         }
     }
@@ -625,10 +650,13 @@ pub(super) unsafe extern "C" fn create_srq(
         match SrqInner::setup(cmd_fd, &resp.drv, granted.max_wr, granted.max_sge) {
             Ok(inner) => srq.inner = Some(inner),
             Err(e) => {
-                return setup_failed(ctx, "create_srq", e, || {
-                    // SAFETY: the SRQ was created above and is known to nobody else.
-                    unsafe { sys::ibv_cmd_destroy_srq(&mut srq.ibv_srq) };
-                });
+                // SAFETY: ctx is the live context of pd, of this provider.
+                return unsafe {
+                    setup_failed(ctx, "create_srq", e, || {
+                        // SAFETY: the SRQ was created above and is known to nobody else.
+                        sys::ibv_cmd_destroy_srq(&mut srq.ibv_srq);
+                    })
+                };
             }
         }
         Box::into_raw(srq).cast::<sys::ibv_srq>()
