@@ -27,6 +27,7 @@ steps ran, whatever they completed with: the point is the packets, not the resul
 the very first SEND does not complete (no traffic at all over that GID).
 """
 
+import os
 import sys
 import time
 
@@ -38,6 +39,10 @@ from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from verbs import connect_pair  # noqa: E402
 
 PORT = 1
 MR_SIZE = 1 << 16
@@ -95,26 +100,12 @@ class Side:
 
 
 def connect(a, qa, b, qb, gid_index, qp_type, tclass=0, hop=64, flow=0):
-    """Bring an RC/UC pair to RTS, each QP pointing at the other."""
-    for me, mine, peer, theirs, psn in ((a, qa, b, qb, 0x10), (b, qb, a, qa, 0xFFFFFE)):
-        gr = GlobalRoute(dgid=peer.ctx.query_gid(PORT, gid_index), sgid_index=gid_index,
-                         hop_limit=hop, traffic_class=tclass, flow_label=flow)
-        attr = QPAttr(port_num=PORT)
-        attr.qp_access_flags = ACCESS
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = theirs.qp_num
-        # Each side sends from the PSN the other expects; b's start near the 2^24 wrap.
-        attr.sq_psn = psn
-        attr.rq_psn = 0xFFFFFE if psn == 0x10 else 0x10
-        attr.ah_attr = AHAttr(port_num=PORT, is_global=1, gr=gr)
-        if qp_type == e.IBV_QPT_RC:
-            attr.max_dest_rd_atomic = 4
-            attr.max_rd_atomic = 4
-            attr.min_rnr_timer = 24  # 40.96 ms
-            attr.timeout = 14
-            attr.retry_cnt = 7
-            attr.rnr_retry = 7
-        mine.to_rts(attr)
+    """Bring an RC/UC pair to RTS, each QP pointing at the other; b's PSNs start near the 2^24
+    wrap."""
+    connect_pair(qa, a.ctx, gid_index, qb, b.ctx, gid_index, psn_a=0x10, psn_b=0xFFFFFE,
+                 access=ACCESS, rd_atomic=4, min_rnr_timer=24,  # 40.96 ms
+                 hop_limit=hop, traffic_class=tclass, flow_label=flow,
+                 rc=qp_type == e.IBV_QPT_RC)
 
 
 def step(name, fn):

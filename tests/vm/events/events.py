@@ -14,7 +14,6 @@ import sys
 import threading
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -22,6 +21,10 @@ from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from verbs import connect_pair  # noqa: E402
 
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE
 
@@ -46,19 +49,6 @@ def poll_one(cq):
             return n, wcs
 
 
-def connect(q, ctx, gid, pq, pctx, pgid):
-    a = QPAttr(port_num=1)
-    a.qp_access_flags = ACCESS
-    a.ah_attr = AHAttr(port_num=1, is_global=1,
-                       gr=GlobalRoute(dgid=pctx.query_gid(1, pgid), sgid_index=gid), dlid=0)
-    a.path_mtu = e.IBV_MTU_1024
-    a.dest_qp_num = pq.qp_num
-    a.rq_psn = a.sq_psn = 0
-    a.max_rd_atomic = a.max_dest_rd_atomic = 1
-    a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 1, 14, 7, 7
-    q.to_rts(a)
-
-
 def main():
     dev_a, gid_a, dev_b, gid_b = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     ca, cb = Context(name=dev_a), Context(name=dev_b)
@@ -71,8 +61,7 @@ def main():
     cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
     qa = QP(pa, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cqa, rcq=cqa, cap=cap))
     qb = QP(pb, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cqb, rcq=cqb, srq=srq, cap=cap))
-    connect(qa, ca, gid_a, qb, cb, gid_b)
-    connect(qb, cb, gid_b, qa, ca, gid_a)
+    connect_pair(qa, ca, gid_a, qb, cb, gid_b, access=ACCESS)
 
     # Completion event: arm, send, wait for the event, then the completion is there.
     for i in range(8):
@@ -104,8 +93,7 @@ def main():
     small = CQ(ca, 2)
     q2 = QP(pa, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=small, rcq=small, cap=cap))
     q2b = QP(pb, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cqb, rcq=cqb, srq=srq, cap=cap))
-    connect(q2, ca, gid_a, q2b, cb, gid_b)
-    connect(q2b, cb, gid_b, q2, ca, gid_a)
+    connect_pair(q2, ca, gid_a, q2b, cb, gid_b, access=ACCESS)
     for i in range(8):
         srq.post_recv(RecvWR(wr_id=200 + i, num_sge=1, sg=[SGE(mb.buf, 64, mb.lkey)]))
     for i in range(small.cqe + 2):

@@ -19,13 +19,16 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from verbs import connect_pair, poll, qp_state, wait_state  # noqa: E402
 
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
 HDR, PROD, CONS = 256, 0, 64
@@ -75,41 +78,13 @@ class Ctx:
         return cq, qp, rings
 
 
-def connect(qa, ca, qb, cb):
-    for (q, c), (pq, pc) in (((qa, ca), (qb, cb)), ((qb, cb), (qa, ca))):
-        gr = GlobalRoute(dgid=pc.ctx.query_gid(1, pc.gid), sgid_index=c.gid)
-        a = QPAttr(port_num=1)
-        a.qp_access_flags = ACCESS
-        a.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr, dlid=0)
-        a.path_mtu = e.IBV_MTU_1024
-        a.dest_qp_num = pq.qp_num
-        a.rq_psn = a.sq_psn = 0
-        a.max_rd_atomic = a.max_dest_rd_atomic = 1
-        a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 1, 10, 2, 2
-        q.to_rts(a)
-
-
-def poll(cq, n=1, secs=10):
-    out, end = [], time.monotonic() + secs
-    while len(out) < n and time.monotonic() < end:
-        got, wcs = cq.poll(n - len(out))
-        out += wcs[:got] if got > 0 else []
-        if got <= 0:
-            time.sleep(0.001)
-    return out
-
-
-def state(qp):
-    attr, _ = qp.query(e.IBV_QP_STATE)
-    return attr.qp_state
-
-
 class Pair:
     def __init__(self, a, b):
         self.ca, self.qa, (self.cqr, self.sq, self.rq) = a.qp()
         self.cb, self.qb, (_, _, _) = b.qp()
         self.a, self.b = a, b
-        connect(self.qa, a, self.qb, b)
+        connect_pair(self.qa, a.ctx, a.gid, self.qb, b.ctx, b.gid, access=ACCESS, timeout=10,
+                     retry_cnt=2, rnr_retry=2)
 
     def exchange(self, what):
         """One SEND A -> B and back; both must succeed."""
@@ -150,11 +125,8 @@ def kick(p, bystander):
 
 
 def expect_error_state(p, what, secs=5):
-    end = time.monotonic() + secs
-    while state(p.qa) != e.IBV_QPS_ERR:
-        if time.monotonic() > end:
-            sys.exit(f"FAIL: {what}: victim QP is not in the error state ({state(p.qa)})")
-        time.sleep(0.05)
+    if not wait_state(p.qa, e.IBV_QPS_ERR, secs):
+        sys.exit(f"FAIL: {what}: victim QP is not in the error state ({qp_state(p.qa)})")
 
 
 def main():

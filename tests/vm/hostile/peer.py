@@ -15,19 +15,19 @@ import ctypes
 import mmap
 import os
 import sys
-import time
 
 import pyverbs.enums as e
-from pyverbs.addr import GID, AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 
 sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inject"))
 import roce  # noqa: E402
+from verbs import ALL_ACCESS, ipv4_gid, qp_state, to_rts, wait_state  # noqa: E402
 
 CLONE_NEWNET = 0x40000000
 PEER_QPN = 0x123
@@ -73,25 +73,13 @@ class Victim:
         cap = QPCap(max_send_wr=4, max_recv_wr=4, max_send_sge=1, max_recv_sge=1)
         self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.cq, rcq=self.cq,
                                          cap=cap))
-        a = QPAttr(port_num=1)
-        a.qp_access_flags = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE
-                             | e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
-        gr = GlobalRoute(dgid=peer_gid, sgid_index=gid)
-        a.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr, dlid=0)
-        a.path_mtu = e.IBV_MTU_1024
-        a.dest_qp_num = PEER_QPN
-        a.rq_psn, a.sq_psn = RQ_PSN, SQ_PSN
-        a.max_rd_atomic = a.max_dest_rd_atomic = 4
-        a.min_rnr_timer, a.timeout, a.retry_cnt, a.rnr_retry = 1, 14, 7, 7
-        self.qp.to_rts(a)
+        to_rts(self.qp, PEER_QPN, peer_gid, gid, access=ALL_ACCESS | e.IBV_ACCESS_LOCAL_WRITE,
+               rq_psn=RQ_PSN, sq_psn=SQ_PSN, rd_atomic=4)
         self.qpn = self.qp.qp_num
 
     def mr(self, buf, access):
         return MR(self.pd, buf.n, access, address=buf.addr)
 
-    def state(self):
-        attr, _ = self.qp.query(e.IBV_QP_STATE)
-        return attr.qp_state
 
 
 def expect_nak(inj, psn, code, what, secs=3):
@@ -110,19 +98,15 @@ def expect_nak(inj, psn, code, what, secs=3):
 
 
 def expect_error_state(v, what, secs=5):
-    end = time.monotonic() + secs
-    while v.state() != e.IBV_QPS_ERR:
-        if time.monotonic() > end:
-            fail(f"{what}: the victim QP is not in the error state ({v.state()})")
-        time.sleep(0.05)
+    if not wait_state(v.qp, e.IBV_QPS_ERR, secs):
+        fail(f"{what}: the victim QP is not in the error state ({qp_state(v.qp)})")
 
 
 def main():
     dev, gid, my_ip, peer_ns, peer_ip = sys.argv[1:6]
     gid = int(gid)
     ctx = Context(name=dev)
-    peer_gid = GID("0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x"
-                   % tuple(int(x) for x in peer_ip.split(".")))
+    peer_gid = ipv4_gid(peer_ip)
     enter_netns(peer_ns)
     inj = roce.Injector(peer_ip, my_ip)
     done = 0

@@ -10,21 +10,22 @@ FETCH_ADD and CMP_SWAP results. One process drives both devices (QP A on DEV_A, 
 Prints one line per phase and "integrity: N bytes checked" at the end; exits 1 on the first
 mismatch or error completion.
 """
+import os
 import random
 import sys
-import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
 
-ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
-          e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC)
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from verbs import ALL_ACCESS as ACCESS, connect_pair, poll_ok  # noqa: E402
+
 DEPTH = 64
 TIMEOUT_S = 120
 
@@ -43,41 +44,11 @@ class Side:
                                          cap=cap))
         self.psn = random.getrandbits(24)
 
-    def connect(self, peer):
-        gr = GlobalRoute(dgid=peer.ctx.query_gid(1, peer.gid_index),
-                         sgid_index=self.gid_index)
-        attr = QPAttr(port_num=1)
-        attr.qp_access_flags = ACCESS
-        attr.pkey_index = 0
-        attr.ah_attr = AHAttr(port_num=1, is_global=1, gr=gr, dlid=0)
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = peer.qp.qp_num
-        attr.rq_psn = self.psn
-        attr.sq_psn = peer.psn
-        attr.max_rd_atomic = 8
-        attr.max_dest_rd_atomic = 8
-        attr.min_rnr_timer = 1
-        attr.timeout = 14  # 67 ms, as perftest and ibv_rc_pingpong use
-        attr.retry_cnt = 7
-        attr.rnr_retry = 7
-        self.qp.to_rts(attr)
 
 
 def poll(cq, n, what):
-    """Polls n completions; fails on an error status or after TIMEOUT_S."""
-    wcs = []
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(wcs) < n:
-        got, batch = cq.poll(n - len(wcs))
-        for wc in batch[:got] if got > 0 else []:
-            if wc.status != e.IBV_WC_SUCCESS:
-                sys.exit(f"FAIL: {what}: completion status {wc.status} (wr_id {wc.wr_id})")
-            wcs.append(wc)
-        if got <= 0:
-            if time.monotonic() > deadline:
-                sys.exit(f"FAIL: {what}: {len(wcs)} of {n} completions after {TIMEOUT_S} s")
-            time.sleep(0.0005)
-    return wcs
+    """Polls n successful completions; fails on an error status or after TIMEOUT_S."""
+    return poll_ok(cq, n, what, TIMEOUT_S)
 
 
 def sizes(total, rng):
@@ -98,8 +69,8 @@ def main():
     size = mib << 20
     rng = random.Random(4791)
     a, b = Side(dev_a, gid_a, size), Side(dev_b, gid_b, size)
-    a.connect(b)
-    b.connect(a)
+    connect_pair(a.qp, a.ctx, a.gid_index, b.qp, b.ctx, b.gid_index, psn_a=b.psn, psn_b=a.psn,
+                 rd_atomic=8)
     checked = 0
 
     def rdma_stream(opcode, what):
