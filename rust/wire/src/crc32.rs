@@ -120,6 +120,24 @@ impl Default for Crc32 {
     }
 }
 
+/// Something that updates a CRC-32 register: the kernel's accelerated implementation in the
+/// module, [`SoftCrc32`] (this module's tables) on the host. `state` is the register before
+/// the final inversion (initially all ones), as [`Crc32`] keeps it.
+pub trait Crc32Engine {
+    /// The register after `data`.
+    fn update_raw(&self, state: u32, data: &[u8]) -> u32;
+}
+
+/// This module's table-driven CRC-32 as a [`Crc32Engine`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SoftCrc32;
+
+impl Crc32Engine for SoftCrc32 {
+    fn update_raw(&self, state: u32, data: &[u8]) -> u32 {
+        update_raw(state, data)
+    }
+}
+
 /// Computes the IEEE CRC-32 of `data` in one call.
 pub fn crc32(data: &[u8]) -> u32 {
     !update_raw(!0, data)

@@ -39,7 +39,7 @@
 
 use core::fmt;
 
-use super::crc32::Crc32;
+use super::crc32::{Crc32Engine, SoftCrc32};
 
 /// Length of the ICRC.
 pub const ICRC_LEN: usize = 4;
@@ -164,15 +164,23 @@ pub fn bth_offset(encap: Encap, pkt: &[u8]) -> Result<usize, IcrcError> {
 /// assert_eq!(Ok(icrc.finish()), icrc_v2_ipv4(&pkt));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Icrc {
-    crc: Crc32,
+pub struct Icrc<'a, E: Crc32Engine = SoftCrc32> {
+    state: u32,
+    engine: &'a E,
 }
 
-impl Icrc {
+impl Icrc<'static, SoftCrc32> {
     /// Starts an ICRC over `headers`: the packet from the first byte of its network header
     /// (IPv4, IPv6 or GRH) through at least the end of the BTH. Bytes of `headers` after the
     /// BTH are covered as they are.
     pub fn new(encap: Encap, headers: &[u8]) -> Result<Self, IcrcError> {
+        Icrc::with(&SoftCrc32, encap, headers)
+    }
+}
+
+impl<'a, E: Crc32Engine> Icrc<'a, E> {
+    /// [`Icrc::new`] computed with `engine`.
+    pub fn with(engine: &'a E, encap: Encap, headers: &[u8]) -> Result<Self, IcrcError> {
         let masked_len = bth_offset(encap, headers)? + BTH_LEN;
         let too_short = IcrcError::TooShort {
             needed: masked_len,
@@ -189,21 +197,20 @@ impl Icrc {
         };
         masked.copy_from_slice(prefix);
         mask(encap, masked);
-        let mut crc = Crc32::new();
-        crc.update(&[0xFF; 8]);
-        crc.update(masked);
-        crc.update(rest);
-        Ok(Icrc { crc })
+        let mut state = engine.update_raw(!0, &[0xFF; 8]);
+        state = engine.update_raw(state, masked);
+        state = engine.update_raw(state, rest);
+        Ok(Icrc { state, engine })
     }
 
     /// Appends more of the packet (after what `new` and earlier calls covered).
     pub fn update(&mut self, data: &[u8]) {
-        self.crc.update(data);
+        self.state = self.engine.update_raw(self.state, data);
     }
 
     /// The ICRC of everything covered so far.
     pub const fn finish(&self) -> u32 {
-        self.crc.finish()
+        !self.state
     }
 }
 
@@ -245,7 +252,16 @@ fn mask(encap: Encap, prefix: &mut [u8]) {
 /// The ICRC of `pkt`: from the first byte of the network header (IPv4, IPv6, GRH) through
 /// the last pad byte, ICRC excluded.
 pub fn compute(encap: Encap, pkt: &[u8]) -> Result<u32, IcrcError> {
-    Icrc::new(encap, pkt).map(|icrc| icrc.finish())
+    compute_with(&SoftCrc32, encap, pkt)
+}
+
+/// [`compute`] with `engine`.
+pub fn compute_with<E: Crc32Engine>(
+    engine: &E,
+    encap: Encap,
+    pkt: &[u8],
+) -> Result<u32, IcrcError> {
+    Icrc::with(engine, encap, pkt).map(|icrc| icrc.finish())
 }
 
 /// The ICRC of a RoCE v2 IPv4 packet (IPv4 header through the pad, ICRC excluded).
@@ -288,8 +304,13 @@ fn split_icrc(pkt: &[u8]) -> Result<(&[u8], [u8; ICRC_LEN]), IcrcError> {
 /// Checks the ICRC of `pkt`, which runs from the first byte of the network header through
 /// the ICRC.
 pub fn verify(encap: Encap, pkt: &[u8]) -> Result<(), IcrcError> {
+    verify_with(&SoftCrc32, encap, pkt)
+}
+
+/// [`verify`] with `engine`.
+pub fn verify_with<E: Crc32Engine>(engine: &E, encap: Encap, pkt: &[u8]) -> Result<(), IcrcError> {
     let (body, icrc) = split_icrc(pkt)?;
-    let computed = compute(encap, body)?;
+    let computed = compute_with(engine, encap, body)?;
     let wire = from_wire(icrc);
     if wire == computed {
         Ok(())
@@ -301,8 +322,17 @@ pub fn verify(encap: Encap, pkt: &[u8]) -> Result<(), IcrcError> {
 /// Computes the ICRC of `pkt` (network header through the ICRC, whose four bytes are
 /// overwritten) and writes it into the last four bytes; returns it.
 pub fn fill(encap: Encap, pkt: &mut [u8]) -> Result<u32, IcrcError> {
+    fill_with(&SoftCrc32, encap, pkt)
+}
+
+/// [`fill`] with `engine`.
+pub fn fill_with<E: Crc32Engine>(
+    engine: &E,
+    encap: Encap,
+    pkt: &mut [u8],
+) -> Result<u32, IcrcError> {
     let (body, _) = split_icrc(pkt)?;
-    let icrc = compute(encap, body)?;
+    let icrc = compute_with(engine, encap, body)?;
     let at = pkt.len() - ICRC_LEN;
     if let Some(tail) = pkt.get_mut(at..) {
         tail.copy_from_slice(&to_wire(icrc));
