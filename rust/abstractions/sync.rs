@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Locks the 6.12 `kernel` crate lacks: a mutex for `static` data, a spinlock that disables
-//! interrupts.
+//! Locks the 6.12 `kernel` crate lacks: a mutex for `static` data, spinlocks that disable
+//! interrupts or bottom halves.
 
 use super::bindings;
 use core::cell::UnsafeCell;
@@ -168,4 +168,62 @@ macro_rules! new_spinlock_irq {
             kernel::static_lock_class!(),
         )
     };
+}
+
+// ---- a spinlock that disables bottom halves ------------------------------------------------
+
+/// A spinlock taken with `spin_lock_bh`: for state that process context and softirq context
+/// (packet reception, timers) both use. Code holding it may transmit packets (softirqs run
+/// when it is released). Not for hard-interrupt context: use [`SpinLockIrq`] there. Build one
+/// with [`new_spinlock_bh!`](crate::new_spinlock_bh).
+pub type SpinLockBh<T> = kernel::sync::lock::Lock<T, SpinLockBhBackend>;
+
+/// The [`SpinLockBh`] backend: `spinlock_t` with bottom halves disabled while held.
+pub struct SpinLockBhBackend;
+
+// SAFETY: `spinlock_t` gives mutual exclusion; `lock` and the default `relock` both use
+// `spin_lock_bh`, and `unlock` is `spin_unlock_bh`, which re-enables what `lock` disabled.
+unsafe impl kernel::sync::lock::Backend for SpinLockBhBackend {
+    type State = kernel::bindings::spinlock_t;
+    type GuardState = ();
+
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
+        // SAFETY: `ptr` is valid for writes, `name` and `key` live forever (trait contract).
+        unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }
+    }
+
+    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+        // SAFETY: `ptr` is an initialised spinlock (trait contract); the two binding crates
+        // name the same C type.
+        unsafe { bindings::oxrdma_spin_lock_bh(ptr.cast()) }
+    }
+
+    unsafe fn unlock(ptr: *mut Self::State, _guard: &Self::GuardState) {
+        // SAFETY: the caller owns the lock (trait contract), taken with `spin_lock_bh`.
+        unsafe { bindings::oxrdma_spin_unlock_bh(ptr.cast()) }
+    }
+}
+
+/// Builds a [`SpinLockBh`] initialiser, with a lock class per call site (like
+/// `new_spinlock!`).
+#[macro_export]
+macro_rules! new_spinlock_bh {
+    ($inner:expr, $name:literal) => {
+        kernel::sync::lock::Lock::<_, $crate::ox::sync::SpinLockBhBackend>::new(
+            $inner,
+            kernel::c_str!($name),
+            kernel::static_lock_class!(),
+        )
+    };
+}
+
+/// Whether the caller runs in process context (not in a hard or soft interrupt): where it may
+/// sleep if it holds no spinlock.
+pub fn in_task() -> bool {
+    // SAFETY: reads the preempt count.
+    unsafe { bindings::oxrdma_in_task() }
 }

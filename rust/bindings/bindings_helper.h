@@ -3,6 +3,7 @@
  * The C headers oxrdma's abstraction layer binds. bindgen reads this file with the kernel's
  * own compiler flags (see Kbuild); the output is rust/bindings/bindings_generated.rs.
  */
+#include <crypto/hash.h>
 #include <linux/crc32.h>
 #include <linux/crc32c.h>
 #include <linux/idr.h>

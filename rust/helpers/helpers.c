@@ -2,7 +2,9 @@
 /*
  * C helpers for oxrdma's Rust abstraction layer; see helpers.h.
  */
+#include <crypto/hash.h>
 #include <kunit/test.h>
+#include <linux/crc32.h>
 #include <linux/idr.h>
 #include <linux/netdevice.h>
 #include <rdma/ib_verbs.h>
@@ -116,4 +118,37 @@ void oxrdma_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
 void oxrdma_ida_init(struct ida *ida)
 {
 	ida_init(ida);
+}
+
+u32 oxrdma_crc32_update(struct crypto_shash *tfm, u32 crc, const void *data, size_t len)
+{
+	SHASH_DESC_ON_STACK(desc, tfm);
+
+	desc->tfm = tfm;
+	*(u32 *)shash_desc_ctx(desc) = crc;
+	if (crypto_shash_update(desc, data, len))
+		return crc32_le(crc, data, len);
+	crc = *(u32 *)shash_desc_ctx(desc);
+	barrier_data(shash_desc_ctx(desc));
+	return crc;
+}
+
+void oxrdma_crypto_free_shash(struct crypto_shash *tfm)
+{
+	crypto_free_shash(tfm);
+}
+
+void oxrdma_spin_lock_bh(spinlock_t *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void oxrdma_spin_unlock_bh(spinlock_t *lock)
+{
+	spin_unlock_bh(lock);
+}
+
+bool oxrdma_in_task(void)
+{
+	return in_task();
 }

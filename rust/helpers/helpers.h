@@ -56,6 +56,19 @@ bool oxrdma_ib_device_try_get(struct ib_device *ibdev);
 struct spinlock;
 unsigned long oxrdma_spin_lock_irqsave(struct spinlock *lock);
 void oxrdma_spin_unlock_irqrestore(struct spinlock *lock, unsigned long flags);
+/*
+ * One crypto_shash_update() of the "crc32" shash (the accelerated CRC-32 where the CPU has
+ * one): the CRC-32 register @crc (no inversions, like crc32_le()) after @data.
+ */
+struct crypto_shash;
+u32 oxrdma_crc32_update(struct crypto_shash *tfm, u32 crc, const void *data, size_t len);
+/* crypto_free_shash() */
+void oxrdma_crypto_free_shash(struct crypto_shash *tfm);
+/* spin_lock_bh(), spin_unlock_bh() (macros) */
+void oxrdma_spin_lock_bh(struct spinlock *lock);
+void oxrdma_spin_unlock_bh(struct spinlock *lock);
+/* in_task(): process context (not hard or soft interrupt, not NMI). */
+bool oxrdma_in_task(void);
 /* ida_init() */
 struct ida;
 void oxrdma_ida_init(struct ida *ida);

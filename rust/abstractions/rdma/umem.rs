@@ -3,13 +3,15 @@
 //!
 //! C: `include/rdma/ib_umem.h`.
 
-use super::super::bindings;
+use super::super::{bindings, sync::in_task, workqueue};
 use core::ptr::NonNull;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     error::from_err_ptr,
+    impl_has_work, new_work,
     page::PAGE_SIZE,
     prelude::*,
+    workqueue::{Work, WorkItem},
 };
 
 /// One pinned page of a [`UserMem`].
@@ -22,21 +24,63 @@ struct PinnedPage(NonNull<bindings::page>);
 
 /// A pinned range of a process's memory.
 ///
+/// It may be dropped in any context: `ib_umem_release` may sleep, so a drop in softirq context
+/// (the last reference of a memory region going away during packet processing) hands the
+/// release to the module's workqueue, through a work item allocated with the range.
+///
 /// # Invariants
 ///
-/// `umem` is a live `ib_umem` owned by this value; `pages` are its pages in address order;
-/// byte `i` of the range is at byte `(first_offset + i) % PAGE_SIZE` of page
+/// `release.umem` is a live `ib_umem` owned by this value; `pages` are its pages in address
+/// order; byte `i` of the range is at byte `(first_offset + i) % PAGE_SIZE` of page
 /// `(first_offset + i) / PAGE_SIZE`, for `i < len`.
 pub struct UserMem {
-    umem: NonNull<bindings::ib_umem>,
+    release: Option<Pin<KBox<Release>>>,
     pages: KVec<PinnedPage>,
     first_offset: usize,
     len: usize,
 }
 
-// SAFETY: the pages stay pinned until `ib_umem_release` in `Drop`; they are accessed through
-// temporary kernel mappings from any thread; `ib_umem_release` may run on any thread in process
-// context (see `Drop`).
+/// The release of a pinned range, run now or as a work item.
+///
+/// # Invariants
+///
+/// `umem` is a live `ib_umem` that this value releases when it runs, and nothing else does.
+#[pin_data]
+struct Release {
+    umem: NonNull<bindings::ib_umem>,
+    #[pin]
+    work: Work<Release>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Release { self.work }
+}
+
+// SAFETY: an `ib_umem` may be released from any thread in process context, which is where
+// `run` executes.
+unsafe impl Send for Release {}
+// SAFETY: no `&self` method reaches the umem.
+unsafe impl Sync for Release {}
+
+impl Release {
+    fn run_now(&self) {
+        // SAFETY: the umem is owned by this value (type invariant) and released once: `run`
+        // consumes the value.
+        unsafe { bindings::ib_umem_release(self.umem.as_ptr()) };
+    }
+}
+
+impl WorkItem for Release {
+    type Pointer = Pin<KBox<Release>>;
+
+    fn run(this: Pin<KBox<Release>>) {
+        this.run_now();
+    }
+}
+
+// SAFETY: the pages stay pinned until the umem is released; they are accessed through
+// temporary kernel mappings from any thread; the release runs in process context (see
+// `Drop`).
 unsafe impl Send for UserMem {}
 // SAFETY: all accessors take `&self` and only copy bytes or use atomic instructions.
 unsafe impl Sync for UserMem {}
@@ -96,8 +140,17 @@ impl UserMem {
                 .push(PinnedPage(p), GFP_KERNEL)
                 .map_err(|_| release(ENOMEM))?;
         }
+        let rel = KBox::pin_init(
+            pin_init!(Release {
+                umem,
+                work <- new_work!("oxrdma_umem_release"),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(release)?;
+        // INVARIANT: the umem moves into the release, owned by this value.
         Ok(Self {
-            umem,
+            release: Some(rel),
             pages,
             first_offset,
             len: len_usize,
@@ -186,10 +239,16 @@ impl UserMem {
 }
 
 impl Drop for UserMem {
-    /// Unpins the pages. Must run in process context (`ib_umem_release` may sleep): the
-    /// driver drops memory regions from verbs calls and work items only.
+    /// Unpins the pages: now in process context, else from the module's workqueue.
     fn drop(&mut self) {
-        // SAFETY: the umem is owned by this value (type invariant) and released once.
-        unsafe { bindings::ib_umem_release(self.umem.as_ptr()) };
+        let Some(rel) = self.release.take() else {
+            return;
+        };
+        if in_task() {
+            rel.run_now();
+        } else {
+            // The module's workqueue is drained before the module goes (its contract).
+            workqueue::queue().enqueue(rel);
+        }
     }
 }
