@@ -2,7 +2,7 @@
 //! An oxrdma device: what it reports to ib_core and the objects it owns.
 
 use crate::cq::CqInner;
-use crate::engine::Engine;
+use crate::dev::RoceDev;
 use crate::mr::{Mr, MrMem};
 use crate::ox::error::code;
 use crate::ox::ida::{Ida, IdaId};
@@ -22,6 +22,7 @@ use crate::ox::rdma::verbs::{srq_mask, QpAttrs, QpCaps, QpState, QpType, SrqAttr
 use crate::ox::rdma::wr::{RecvWrs, SendWrs, WcSink};
 use crate::qp::{NewQp, QpInner};
 use crate::queue::{Geometry, RecvQueue, SendRing, MAX_INLINE, MAX_SGE};
+use crate::rx::RoceRx;
 use crate::uapi::queue::{
     recv_slot_size, send_slot_size, CQE_SIZE, RECV_WQE_SIZE, SEND_WQE_SIZE, SGE_SIZE,
 };
@@ -93,7 +94,9 @@ fn respond(user: &mut Option<&mut UserCall<'_>>, resp: &[u8]) -> Result {
 /// The driver data of one device (port 1 on one netdev).
 pub(crate) struct OxDevice {
     pub(crate) kind: NodeKind,
-    pub(crate) engine: Arc<Engine>,
+    pub(crate) roce: Arc<RoceDev>,
+    /// The module's receiver, which delivers this device's packets while it is registered.
+    rx: Arc<RoceRx>,
     /// Port state last reported to ib_core, to send an event only on a change.
     port_active: AtomicBool,
     /// PD numbers of the live PDs.
@@ -101,13 +104,33 @@ pub(crate) struct OxDevice {
 }
 
 impl OxDevice {
-    pub(crate) fn new(kind: NodeKind, active: bool, netdev: ARef<NetDevice>) -> Result<Self> {
+    /// The data of a new device of `kind` on `netdev`, whose packets `rx` will deliver.
+    pub(crate) fn new(
+        kind: NodeKind,
+        active: bool,
+        netdev: ARef<NetDevice>,
+        rx: Arc<RoceRx>,
+    ) -> Result<Self> {
+        let pd_ids = Ida::new(1, limits::MAX_PD as u32)?;
+        let roce = RoceDev::new(netdev.clone(), rx.crc())?;
+        // Last: from here the receiver holds the device until `unregistered` (also when the
+        // registration fails: ib_core then calls `dealloc_driver` too).
+        if kind == NodeKind::Roce {
+            rx.add(netdev, roce.clone())?;
+        }
         Ok(Self {
             kind,
-            engine: Engine::new(netdev)?,
+            roce,
+            rx,
             port_active: AtomicBool::new(active),
-            pd_ids: Ida::new(1, limits::MAX_PD as u32)?,
+            pd_ids,
         })
+    }
+
+    /// The netdev is going away: stop using it (under the RTNL).
+    pub(crate) fn detach_netdev(&self) {
+        self.rx.remove(&self.roce);
+        self.roce.detach_netdev();
     }
 
     /// Re-reads the port state from the netdev and tells ib_core if it changed.
@@ -267,7 +290,8 @@ impl Driver for OxDevice {
     }
 
     fn unregistered(dev: &Device<Self>) {
-        dev.engine.shutdown();
+        dev.rx.remove(&dev.roce);
+        dev.roce.shutdown();
         crate::link::forget(dev);
     }
 
@@ -376,13 +400,13 @@ impl Driver for OxDevice {
                 )?
             }
         };
-        let engine = dev.engine.clone();
-        let qp = dev.engine.add_qp(limits::MAX_QP as usize, |qpn| {
+        let roce = dev.roce.clone();
+        let qp = dev.roce.add_qp(limits::MAX_QP as usize, |qpn| {
             QpInner::new(NewQp {
                 qpn,
                 qp_type: init.qp_type,
                 pdn: init.pd.pdn(),
-                engine,
+                dev: roce,
                 send_cq: init.send_cq.0.clone(),
                 recv_cq: init.recv_cq.0.clone(),
                 rq,
@@ -401,7 +425,7 @@ impl Driver for OxDevice {
         })?;
         resp.qpn = qp.qpn;
         if let Err(e) = respond(&mut ctx, resp.to_bytes().as_ref()) {
-            dev.engine.remove_qp(qp.qpn);
+            dev.roce.remove_qp(qp.qpn);
             return Err(e);
         }
         let qpn = qp.qpn;
@@ -414,7 +438,8 @@ impl Driver for OxDevice {
 
     fn modify_qp(qp: &Qp, attrs: &QpAttrs) -> Result {
         if attrs.state == Some(QpState::Rtr) {
-            qp.0.engine().open_tunnel()?;
+            let rx = crate::link::roce_rx().ok_or(ENODEV)?;
+            qp.0.dev().open_tunnel(&rx)?;
         }
         qp.0.modify(attrs)
     }
@@ -425,7 +450,7 @@ impl Driver for OxDevice {
 
     fn destroy_qp(qp: &Qp) {
         qp.0.destroy();
-        qp.0.engine().remove_qp(qp.0.qpn);
+        qp.0.dev().remove_qp(qp.0.qpn);
     }
 
     fn create_srq(
@@ -534,7 +559,7 @@ impl Driver for OxDevice {
             if !wrs.is_empty() {
                 return Err(EINVAL);
             }
-            qp.0.engine().doorbell(&qp.0);
+            qp.0.run();
             return Ok(());
         }
         for wr in wrs {
@@ -566,7 +591,7 @@ impl Driver for OxDevice {
     }
 
     fn dereg_mr(mr: &MrData) {
-        mr.engine.remove_mr(mr.key);
+        mr.dev.remove_mr(mr.key);
     }
 }
 
@@ -603,22 +628,22 @@ fn new_mr(
     iova: u64,
     len: u64,
 ) -> Result<MrCreated<MrData>> {
-    let mr = dev.engine.add_mr(limits::MAX_MR as usize, |key| {
+    let mr = dev.roce.add_mr(limits::MAX_MR as usize, |key| {
         Mr::new(key, pdn, mem, access, iova, len)
     })?;
     let key = mr.base_key;
     Ok(MrCreated {
         data: MrData {
             key,
-            engine: dev.engine.clone(),
+            dev: dev.roce.clone(),
         },
         lkey: key,
         rkey: key,
     })
 }
 
-/// The driver data of an MR object: its key in the engine's table.
+/// The driver data of an MR object: its key in the device's table.
 pub(crate) struct MrData {
     key: u32,
-    engine: Arc<Engine>,
+    dev: Arc<RoceDev>,
 }

@@ -3,14 +3,12 @@
 //! the devices they create, and what happens to those devices on netdev events and unload.
 
 use crate::device::{NodeKind, OxDevice};
-use crate::engine::Engine;
 use crate::ox::net::{NetDevice, NetdevEvent, NetdevHandler, NetdevNotifier};
 use crate::ox::rdma::attrs::NodeType;
 use crate::ox::rdma::device::{Device, DeviceHandle, NewDevice};
 use crate::ox::rdma::link::{LinkRegistration, LinkType};
 use crate::ox::sync::GlobalMutex;
-use crate::ox::udp_tunnel::UdpEncapReceiver;
-use crate::roce::RoceRx;
+use crate::rx::RoceRx;
 use crate::wire::link::node_guid_from_mac;
 use kernel::{
     alloc::flags::GFP_KERNEL, alloc::KVec, c_str, prelude::*, str::CStr, sync::Arc, types::ARef,
@@ -111,21 +109,24 @@ fn add(kind: NodeKind, name: &CStr, ndev: &NetDevice) -> Result {
             handle: None,
         });
     }
-    let res = OxDevice::new(kind, ndev.is_up(), ndev.into()).and_then(|data| {
-        DeviceHandle::register(
-            &crate::THIS_MODULE,
-            NewDevice {
-                name,
-                node_type: match kind {
-                    NodeKind::Roce => NodeType::Ca,
-                    NodeKind::Iwarp => NodeType::Rnic,
+    let res = roce_rx()
+        .ok_or(ENODEV)
+        .and_then(|rx| OxDevice::new(kind, ndev.is_up(), ndev.into(), rx))
+        .and_then(|data| {
+            DeviceHandle::register(
+                &crate::THIS_MODULE,
+                NewDevice {
+                    name,
+                    node_type: match kind {
+                        NodeKind::Roce => NodeType::Ca,
+                        NodeKind::Iwarp => NodeType::Rnic,
+                    },
+                    netdev: ndev,
+                    node_guid: node_guid_from_mac(ndev.mac()),
                 },
-                netdev: ndev,
-                node_guid: node_guid_from_mac(ndev.mac()),
-            },
-            data,
-        )
-    });
+                data,
+            )
+        });
     let mut devs = DEVICES.lock();
     let reserved = devs
         .slots
@@ -212,7 +213,7 @@ impl NetdevHandler for NetdevWatch {
                 // and unregistration takes it.
                 NetdevEvent::Unregister => {
                     if let Some(d) = h.registered() {
-                        d.engine.detach_netdev();
+                        d.detach_netdev();
                     }
                     h.unregister_queued()
                 }
@@ -224,47 +225,11 @@ impl NetdevHandler for NetdevWatch {
     }
 }
 
-/// The engines that may own a packet received on `ingress`: the RoCE device on that netdev
-/// if there is one (`true`: an exact match), else every RoCE device of its namespace (a
-/// packet to a local address arrives on the loopback device).
-pub(crate) fn engines_for(ingress: &NetDevice) -> (KVec<Arc<Engine>>, bool) {
-    let devs = DEVICES.lock();
-    let roce = |e: &&Entry| e.kind == NodeKind::Roce;
-    let exact = devs.entries().filter(roce).any(|e| e.on(ingress));
-    let mut out = KVec::new();
-    for e in devs.entries().filter(roce) {
-        let pick = match e.netdev.as_deref() {
-            Some(nd) if exact => nd == ingress,
-            Some(nd) => nd.same_net(ingress),
-            None => false,
-        };
-        if !pick {
-            continue;
-        }
-        let eng = e
-            .handle
-            .as_ref()
-            .and_then(|h| h.registered().map(|d| d.engine.clone()));
-        if let Some(eng) = eng {
-            if out.push(eng, GFP_KERNEL).is_err() {
-                break;
-            }
-        }
-    }
-    (out, exact)
-}
-
 /// The module's RoCE v2 receiver, while the module is loaded.
 static RECEIVER: GlobalMutex<Option<Arc<RoceRx>>> =
     GlobalMutex::new(None, c_str!("oxrdma_receiver"));
 
-/// The receiver every tunnel delivers to.
-pub(crate) fn receiver() -> Option<Arc<dyn UdpEncapReceiver>> {
-    let r: Arc<RoceRx> = RECEIVER.lock().as_ref()?.clone();
-    Some(r)
-}
-
-/// The receiver itself, for senders that process what their packets deliver locally.
+/// The module's receiver, while it is loaded.
 pub(crate) fn roce_rx() -> Option<Arc<RoceRx>> {
     RECEIVER.lock().as_ref().cloned()
 }
@@ -279,7 +244,7 @@ pub(crate) struct Links {
 
 impl Links {
     pub(crate) fn register() -> Result<Self> {
-        *RECEIVER.lock() = Some(RoceRx::new()?);
+        *RECEIVER.lock() = Some(RoceRx::new(MAX_DEVICES)?);
         Ok(Self {
             _watch: NetdevNotifier::register()?,
             _roce: LinkRegistration::register()?,

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Memory regions: the key table and the checks every access goes through.
+//! Memory regions: the checks every access goes through.
 //!
-//! A key is `index << 8 | tag`: `index` is the MR's slot in the device's table, `tag` a
-//! per-slot generation, so a stale key (of a deregistered MR whose slot was reused) does not
-//! match. L_Key and R_Key are the same value; R_Key access additionally needs the remote
+//! A key is `index << 8 | tag`: `index` is the MR's slot in the device's table
+//! ([`crate::dev::RoceDev::add_mr`]), `tag` a per-slot generation, so a stale key (of a
+//! deregistered MR whose slot was reused) does not match. L_Key and R_Key are the same value; R_Key access additionally needs the remote
 //! access right the MR was registered with.
 //!
 //! Three kinds of memory: pinned process memory (user MRs), all of kernel memory by DMA
@@ -15,9 +15,8 @@
 use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
 use crate::ox::rdma::umem::{AccessError, UserMem};
 use crate::ox::rdma::verbs::access;
-use kernel::{
-    alloc::flags::GFP_KERNEL, alloc::KVec, new_spinlock, prelude::*, sync::Arc, sync::SpinLock,
-};
+use crate::ox::sync::SpinLockBh;
+use kernel::{alloc::flags::GFP_KERNEL, prelude::*, sync::Arc};
 
 /// The memory behind an MR.
 pub(crate) enum MrMem {
@@ -124,8 +123,9 @@ pub(crate) struct Mr {
     pub(crate) base_key: u32,
     pub(crate) pdn: u32,
     mem: MrMem,
+    /// Taken in process context (registration, invalidation) and in softirq (packets).
     #[pin]
-    bind: SpinLock<Binding>,
+    bind: SpinLockBh<Binding>,
 }
 
 /// Why an access to an MR was refused.
@@ -162,7 +162,7 @@ impl Mr {
                 base_key: key,
                 pdn,
                 mem,
-                bind <- new_spinlock!(Binding { key, valid, access, iova, len }, "oxrdma_mr"),
+                bind <- crate::new_spinlock_bh!(Binding { key, valid, access, iova, len }, "oxrdma_mr"),
             }),
             GFP_KERNEL,
         )
@@ -292,74 +292,5 @@ impl Mr {
     /// Whether this is a fast-registration MR.
     pub(crate) fn is_fast(&self) -> bool {
         matches!(self.mem, MrMem::Fast(_))
-    }
-}
-
-struct Slot {
-    tag: u8,
-    mr: Option<Arc<Mr>>,
-}
-
-/// The device's MRs by key.
-pub(crate) struct MrTable {
-    slots: KVec<Slot>,
-    live: usize,
-}
-
-impl MrTable {
-    pub(crate) const fn new() -> Self {
-        Self {
-            slots: KVec::new(),
-            live: 0,
-        }
-    }
-
-    /// Reserves a key for a new MR and stores what `make(key)` builds.
-    pub(crate) fn insert(
-        &mut self,
-        max: usize,
-        make: impl FnOnce(u32) -> Result<Arc<Mr>>,
-    ) -> Result<Arc<Mr>> {
-        if self.live >= max {
-            return Err(ENOMEM);
-        }
-        let idx = match self.slots.iter().position(|s| s.mr.is_none()) {
-            Some(i) => i,
-            None => {
-                if self.slots.len() >= (1 << 24) {
-                    return Err(ENOMEM);
-                }
-                self.slots.push(Slot { tag: 0, mr: None }, GFP_KERNEL)?;
-                self.slots.len() - 1
-            }
-        };
-        let slot = &mut self.slots[idx];
-        slot.tag = slot.tag.wrapping_add(1);
-        let key = ((idx as u32) << 8) | u32::from(slot.tag);
-        let mr = make(key)?;
-        slot.mr = Some(mr.clone());
-        self.live += 1;
-        Ok(mr)
-    }
-
-    /// The MR in the slot `key` names, whatever its state and current key (for REG_MR and
-    /// invalidation, which check those themselves).
-    pub(crate) fn slot_of(&self, key: u32) -> Option<Arc<Mr>> {
-        self.slots.get((key >> 8) as usize)?.mr.clone()
-    }
-
-    /// Removes the MR of `key` and revokes it (see [`Mr::revoke`]).
-    pub(crate) fn remove(&mut self, key: u32) -> Option<Arc<Mr>> {
-        let slot = self.slots.get_mut((key >> 8) as usize)?;
-        if slot.mr.as_ref().is_some_and(|m| m.base_key == key) {
-            self.live -= 1;
-            let mr = slot.mr.take();
-            if let Some(m) = &mr {
-                m.revoke();
-            }
-            mr
-        } else {
-            None
-        }
     }
 }

@@ -11,6 +11,9 @@
 //! This root file holds only what must expand to `unsafe` code in the crate itself: the
 //! `module!` declaration and the registration of the KUnit suites.
 
+// `pin_init!` of the QP (many fields) nests deeper than the default limit.
+#![recursion_limit = "256"]
+
 use kernel::prelude::*;
 
 #[path = "../../rust/abstractions/mod.rs"]
@@ -43,9 +46,9 @@ pub mod wire {
 #[forbid(unsafe_code)]
 mod cq;
 #[forbid(unsafe_code)]
-mod device;
+mod dev;
 #[forbid(unsafe_code)]
-mod engine;
+mod device;
 #[forbid(unsafe_code)]
 mod link;
 #[forbid(unsafe_code)]
@@ -55,10 +58,14 @@ mod qp;
 #[forbid(unsafe_code)]
 mod queue;
 #[forbid(unsafe_code)]
-mod roce;
+mod rx;
 #[cfg(CONFIG_KUNIT)]
 #[forbid(unsafe_code)]
 mod selftests;
+#[forbid(unsafe_code)]
+mod table;
+#[forbid(unsafe_code)]
+mod tx;
 
 #[cfg(CONFIG_KUNIT)]
 kunit_register!(

@@ -6,21 +6,30 @@
 //! The send side is in `qp/send.rs`, the receive side (completer and responder) in
 //! `qp/recv.rs`; they share this module's types.
 //!
-//! Everything mutable of a QP is in [`QpState`] behind one mutex; the engine (work item) and
-//! the verbs calls take it. Lock order: QP state, then the engine's tables, then a CQ or a
-//! receive queue.
+//! Everything mutable of a QP is in [`QpState`] behind one spinlock that disables bottom
+//! halves: the verbs calls, the doorbell, the QP's own work item and timer, and packet
+//! reception (softirq) take it, and packets are sent while it is held (they are delivered,
+//! softirqs running, once it is released). Lock order: QP state, then the device's tables,
+//! then an MR's binding, then a CQ or a receive queue.
+//!
+//! A QP runs its send side ([`QpInner::run`]) where it is asked to: in the system call of a
+//! doorbell, in its timer's softirq, in the softirq of an ACK that frees its requester, or
+//! from its work item (kernel users post from any context and kick it).
 
 use crate::cq::CqInner;
-use crate::engine::Engine;
+use crate::dev::RoceDev;
 use crate::mr::{Access, Mr, MrError};
 use crate::ox::rdma::events::{QpEvent, QpEvents};
 use crate::ox::rdma::verbs::{access, modify_is_ok, Path, QpAttrs, QpCaps, QpState as St, QpType};
 use crate::ox::rdma::wr::{RecvWr, SendOp as KOp, SendWr};
+use crate::ox::sync::SpinLockBh;
+use crate::ox::timer::{now_us, Timer, TimerHandler};
+use crate::ox::workqueue;
 use crate::queue::{
     post_entry, post_view, write_sges, PostView, RecvEntry, RecvQueue, RingFault, SendEntry,
     SendRing, MAX_INLINE,
 };
-use crate::roce::TxPath;
+use crate::tx::TxPath;
 use crate::uapi::queue::{
     wc_opcode, wc_status, Cqe, SendWqe, Sge, WrOpcode, SEND_WQE_SIZE, WC_FLAG_WITH_IMM,
     WC_FLAG_WITH_INV, WQE_FLAG_FENCE, WQE_FLAG_INLINE, WQE_FLAG_SIGNALED, WQE_FLAG_SOLICITED,
@@ -39,8 +48,13 @@ use crate::wire::rc::responder::{Ack, Request, Responder, ResponderAction, Respo
 use crate::wire::rc::{packets_for, OpKind};
 use core::sync::atomic::{fence, AtomicBool, Ordering};
 use kernel::{
-    alloc::flags::GFP_KERNEL, alloc::KBox, alloc::KVec, new_mutex, prelude::*, sync::Arc,
-    sync::Mutex,
+    alloc::flags::GFP_KERNEL,
+    alloc::KBox,
+    alloc::KVec,
+    impl_has_work, new_work,
+    prelude::*,
+    sync::{Arc, ArcBorrow},
+    workqueue::{Work, WorkItem},
 };
 
 mod recv;
@@ -140,7 +154,7 @@ pub(crate) struct QpInner {
     pub(crate) qpn: u32,
     qp_type: QpType,
     pdn: u32,
-    engine: Arc<Engine>,
+    dev: Arc<RoceDev>,
     send_cq: Arc<CqInner>,
     recv_cq: Arc<CqInner>,
     rq: Arc<RecvQueue>,
@@ -154,10 +168,36 @@ pub(crate) struct QpInner {
     /// In the error state (a mirror for the kernel post path, which does not take `st`).
     errored: AtomicBool,
     #[pin]
-    st: Mutex<QpState>,
+    st: SpinLockBh<QpState>,
     /// Kernel users: the producer side of the SQ.
     #[pin]
     sq_post: PostView,
+    /// Runs the send side in process context (kicks from contexts that cannot run it).
+    #[pin]
+    work: Work<QpInner>,
+    /// The requester's deadlines (retransmission, RNR wait).
+    #[pin]
+    timer: Timer<QpInner>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for QpInner { self.work }
+}
+
+impl WorkItem for QpInner {
+    type Pointer = Arc<QpInner>;
+
+    fn run(this: Arc<QpInner>) {
+        this.run();
+    }
+}
+
+impl TimerHandler for QpInner {
+    /// A deadline passed: the send side runs right here, in the timer's softirq.
+    fn expired(this: ArcBorrow<'_, Self>) {
+        let qp: Arc<QpInner> = this.into();
+        qp.run();
+    }
 }
 
 /// The driver data of a QP object.
@@ -168,7 +208,7 @@ pub(crate) struct NewQp {
     pub(crate) qpn: u32,
     pub(crate) qp_type: QpType,
     pub(crate) pdn: u32,
-    pub(crate) engine: Arc<Engine>,
+    pub(crate) dev: Arc<RoceDev>,
     pub(crate) send_cq: Arc<CqInner>,
     pub(crate) recv_cq: Arc<CqInner>,
     pub(crate) rq: Arc<RecvQueue>,
@@ -263,11 +303,11 @@ impl QpInner {
         }
         let slots = p.sq.geo.slots;
         Arc::pin_init(
-            pin_init!(Self {
+            pin_init!(&this in Self {
                 qpn: p.qpn,
                 qp_type: p.qp_type,
                 pdn: p.pdn,
-                engine: p.engine,
+                dev: p.dev,
                 send_cq: p.send_cq,
                 recv_cq: p.recv_cq,
                 rq: p.rq,
@@ -278,7 +318,9 @@ impl QpInner {
                 kernel: p.kernel,
                 errored: AtomicBool::new(false),
                 sq_post <- post_view(slots),
-                st <- new_mutex!(QpState {
+                work <- new_work!("oxrdma_qp"),
+                timer <- Timer::new(this),
+                st <- crate::new_spinlock_bh!(QpState {
                     state: St::Reset,
                     attrs: Attrs { port: 1, ..Default::default() },
                     sq_view: RingView::new(slots),
@@ -291,10 +333,31 @@ impl QpInner {
                     reads,
                     sqd_notify: false,
                     dead: false,
-                }),
+                }, "oxrdma_qp"),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Runs the send side now (any context but hard interrupt): takes new WQEs, handles the
+    /// deadlines, transmits, completes; sets the timer for the next deadline.
+    pub(crate) fn run(self: &Arc<Self>) {
+        let now = now_us();
+        if let Some(d) = self.service(now) {
+            self.timer.arm_earlier_us(self, d.saturating_sub(now));
+        }
+    }
+
+    /// Has the send side run soon, from the module's workqueue (any context).
+    pub(crate) fn kick(self: &Arc<Self>) {
+        if !self.dev.is_dead() {
+            let _ = workqueue::queue().enqueue(self.clone());
+        }
+    }
+
+    /// Stops the QP's timer for good (process context).
+    pub(crate) fn stop(&self) {
+        self.timer.cancel();
     }
 
     /// The source address of the QP's path, once it has one.
@@ -302,9 +365,9 @@ impl QpInner {
         self.st.lock().attrs.path.map(|p| IpAddr::from_gid(p.sgid))
     }
 
-    /// The device's engine.
-    pub(crate) fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+    /// The device's shared state.
+    pub(crate) fn dev(&self) -> &Arc<RoceDev> {
+        &self.dev
     }
 
     /// Whether this is a kernel user's QP (else a process's).
@@ -315,6 +378,16 @@ impl QpInner {
     // ---- verbs ------------------------------------------------------------------------------
 
     pub(crate) fn modify(self: &Arc<Self>, a: &QpAttrs) -> Result {
+        // What a move to RTR or RTS builds, allocated first: the QP's lock is a spinlock, and a
+        // failed allocation must leave the QP as it was.
+        let mut resp_mem = match a.state {
+            Some(St::Rtr) => Some(KBox::new_uninit(GFP_KERNEL)?),
+            _ => None,
+        };
+        let mut req_mem = match a.state {
+            Some(St::Rts) => Some(KBox::new_uninit(GFP_KERNEL)?),
+            _ => None,
+        };
         let mut st = self.st.lock();
         let cur = a.cur_state.unwrap_or(st.state);
         if cur != st.state && !matches!(cur, St::Rts | St::Sqe) {
@@ -336,7 +409,7 @@ impl QpInner {
             n.path = Some(p);
         }
         if let Some(m) = a.path_mtu {
-            n.pmtu = m.min(self.engine.active_mtu());
+            n.pmtu = m.min(self.dev.tx.active_mtu());
         }
         if let Some(q) = a.dest_qpn {
             if q >= 1 << 24 {
@@ -390,7 +463,9 @@ impl QpInner {
                     rnr_timer: n.min_rnr_timer,
                     initial_psn: Psn::new(n.rq_psn),
                 };
-                st.resp = Some(boxed_responder(cfg)?);
+                if let Some(m) = resp_mem.take() {
+                    st.resp = Some(init_responder(m, cfg));
+                }
             }
             St::Rts if from == St::Rtr => {
                 let cfg = RequesterConfig {
@@ -402,7 +477,9 @@ impl QpInner {
                     retry_cnt: n.retry_cnt,
                     rnr_retry: n.rnr_retry,
                 };
-                st.req = Some(boxed_requester(cfg)?);
+                if let Some(m) = req_mem.take() {
+                    st.req = Some(init_requester(m, cfg));
+                }
             }
             St::Err if from != St::Err => self.to_error(&mut st, None),
             // SQD: no new WQEs are taken (only RTS takes them); what is outstanding finishes.
@@ -410,7 +487,7 @@ impl QpInner {
             _ => {}
         }
         drop(st);
-        self.engine.kick();
+        self.kick();
         Ok(())
     }
 
@@ -443,22 +520,23 @@ impl QpInner {
     }
 
     /// Posts a kernel user's receive WR to the QP's own receive queue (any context).
-    pub(crate) fn post_recv(&self, wr: &RecvWr<'_>) -> Result {
+    pub(crate) fn post_recv(self: &Arc<Self>, wr: &RecvWr<'_>) -> Result {
         if !self.kernel || self.rq.is_shared() {
             return Err(EINVAL);
         }
         self.rq.post(wr)?;
-        // In the error state the engine flushes it (ib_drain_rq waits for that). Pairs with
+        // In the error state the send side flushes it (ib_drain_rq waits for that). Pairs with
         // the fence in `to_error`: either this sees the flag or that flush sees the WR.
         fence(Ordering::SeqCst);
         if self.errored.load(Ordering::Relaxed) {
-            self.engine.kick();
+            self.kick();
         }
         Ok(())
     }
 
-    /// Destroy: no more processing; the engine forgets the QP.
+    /// Destroy: no more processing (process context); the device forgets the QP next.
     pub(crate) fn destroy(&self) {
+        self.stop();
         let mut st = self.st.lock();
         st.dead = true;
         st.req = None;
@@ -560,13 +638,19 @@ impl QpInner {
 // the UDP tunnel, deep in the network stack); each in its own frame.
 
 #[inline(never)]
-fn boxed_requester(cfg: RequesterConfig) -> Result<KBox<Requester<REQ_WQES>>> {
-    Ok(KBox::new_uninit(GFP_KERNEL)?.write(Requester::new(cfg)))
+fn init_requester(
+    m: KBox<core::mem::MaybeUninit<Requester<REQ_WQES>>>,
+    cfg: RequesterConfig,
+) -> KBox<Requester<REQ_WQES>> {
+    m.write(Requester::new(cfg))
 }
 
 #[inline(never)]
-fn boxed_responder(cfg: ResponderConfig) -> Result<KBox<Responder<RESP_RES>>> {
-    Ok(KBox::new_uninit(GFP_KERNEL)?.write(Responder::new(cfg)))
+fn init_responder(
+    m: KBox<core::mem::MaybeUninit<Responder<RESP_RES>>>,
+    cfg: ResponderConfig,
+) -> KBox<Responder<RESP_RES>> {
+    m.write(Responder::new(cfg))
 }
 
 /// Stores `v` into `field` if given and at most `max`; `EINVAL` otherwise.
@@ -586,7 +670,7 @@ fn set_max<T: PartialOrd + Copy>(field: &mut T, v: Option<T>, max: T) -> Result 
 /// SGE's whole range, checked again at each use) and `f(mr, access, offset in the SGE, range
 /// in the caller's buffer)`.
 fn walk_sges(
-    engine: &Engine,
+    dev: &RoceDev,
     pdn: u32,
     sges: &[Sge],
     offset: u64,
@@ -612,7 +696,7 @@ fn walk_sges(
             va: s.addr,
             len: sl,
         };
-        let mr = engine.mr_slot(s.lkey).ok_or(wc_status::LOC_PROT_ERR)?;
+        let mr = dev.mr_slot(s.lkey).ok_or(wc_status::LOC_PROT_ERR)?;
         f(&mr, &a, skip, done..done + n).map_err(|_| wc_status::LOC_PROT_ERR)?;
         done += n;
         skip = 0;
@@ -625,7 +709,7 @@ fn walk_sges(
 }
 
 /// Copies `buf.len()` bytes of the message of `op` from byte `offset` on into `buf`.
-fn gather(engine: &Engine, pdn: u32, op: &SendOp, offset: usize, buf: &mut [u8]) -> Result<(), u8> {
+fn gather(dev: &RoceDev, pdn: u32, op: &SendOp, offset: usize, buf: &mut [u8]) -> Result<(), u8> {
     if !op.inline.is_empty() {
         let src = op
             .inline
@@ -635,14 +719,14 @@ fn gather(engine: &Engine, pdn: u32, op: &SendOp, offset: usize, buf: &mut [u8])
         return Ok(());
     }
     let len = buf.len();
-    walk_sges(engine, pdn, &op.sges, offset as u64, len, |mr, a, at, r| {
+    walk_sges(dev, pdn, &op.sges, offset as u64, len, |mr, a, at, r| {
         mr.read(a, at, &mut buf[r])
     })
 }
 
 /// Copies `data` into the buffer the SGEs describe, from byte `offset` on.
-fn scatter(engine: &Engine, pdn: u32, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), u8> {
-    walk_sges(engine, pdn, sges, offset, data.len(), |mr, a, at, r| {
+fn scatter(dev: &RoceDev, pdn: u32, sges: &[Sge], offset: u64, data: &[u8]) -> Result<(), u8> {
+    walk_sges(dev, pdn, sges, offset, data.len(), |mr, a, at, r| {
         mr.write(a, at, &data[r])
     })
 }

@@ -8,15 +8,14 @@
 use crate::ox::rdma::events::SrqEvents;
 use crate::ox::rdma::mmap::RingBuf;
 use crate::ox::rdma::wr::{RecvWr, Sge as KSge};
+use crate::ox::sync::SpinLockBh;
 use crate::ox::sync::SpinLockIrq;
 use crate::uapi::queue::{RecvWqe, SendWqe, Sge, RECV_WQE_SIZE, SEND_WQE_SIZE, SGE_SIZE};
 use crate::uapi::ring::{
     RingView, RING_CONSUMER_OFFSET, RING_FLAGS_OFFSET, RING_FLAG_KERNEL_BUSY, RING_HEADER_SIZE,
     RING_PRODUCER_OFFSET,
 };
-use kernel::{
-    alloc::flags::GFP_KERNEL, alloc::KVec, new_mutex, prelude::*, sync::Arc, sync::Mutex,
-};
+use kernel::{alloc::flags::GFP_KERNEL, alloc::KVec, prelude::*, sync::Arc};
 
 /// Most SGEs per WQE oxrdma grants.
 pub(crate) const MAX_SGE: u32 = 16;
@@ -101,16 +100,22 @@ pub(crate) enum RingFault {
     Entry,
 }
 
-/// A receive WQE copied out of a ring.
+/// A receive WQE copied out of a ring (taken in the receive softirq: no allocation).
 pub(crate) struct RecvEntry {
     pub(crate) wr_id: u64,
-    pub(crate) sges: KVec<Sge>,
+    sges: [Sge; MAX_SGE as usize],
+    num_sge: usize,
 }
 
 impl RecvEntry {
+    /// Where the data goes.
+    pub(crate) fn sges(&self) -> &[Sge] {
+        &self.sges[..self.num_sge]
+    }
+
     /// Total bytes the SGEs can take.
     pub(crate) fn capacity(&self) -> u64 {
-        self.sges.iter().map(|s| u64::from(s.length)).sum()
+        self.sges().iter().map(|s| u64::from(s.length)).sum()
     }
 }
 
@@ -121,8 +126,9 @@ pub(crate) struct RecvQueue {
     geo: Geometry,
     max_sge: u32,
     events: Option<SrqEvents>,
+    /// Taken by packet reception (softirq) and by the verbs calls.
     #[pin]
-    st: Mutex<RecvState>,
+    st: SpinLockBh<RecvState>,
     #[pin]
     post: PostView,
 }
@@ -146,7 +152,10 @@ impl RecvQueue {
                 geo,
                 max_sge,
                 events,
-                st <- new_mutex!(RecvState { view: RingView::new(geo.slots), limit }),
+                st <- crate::new_spinlock_bh!(
+                    RecvState { view: RingView::new(geo.slots), limit },
+                    "oxrdma_rq"
+                ),
                 post <- post_view(geo.slots),
             }),
             GFP_KERNEL,
@@ -197,18 +206,16 @@ impl RecvQueue {
                 num_sge: u32::from_ne_bytes(n),
                 reserved: 0,
             };
-            if wqe.num_sge > self.max_sge {
+            if wqe.num_sge > self.max_sge || wqe.num_sge > MAX_SGE {
                 return Err(RingFault::Entry);
             }
-            let mut sges = KVec::with_capacity(wqe.num_sge as usize, GFP_KERNEL)
-                .map_err(|_| RingFault::Entry)?;
+            let mut sges = [Sge::default(); MAX_SGE as usize];
             let mut raw = [0u8; SGE_SIZE];
-            for i in 0..wqe.num_sge as usize {
+            for (i, sge) in sges.iter_mut().enumerate().take(wqe.num_sge as usize) {
                 self.ring
                     .read(at + RECV_WQE_SIZE + i * SGE_SIZE, &mut raw)
                     .map_err(|_| RingFault::Entry)?;
-                sges.push(sge_from(&raw), GFP_KERNEL)
-                    .map_err(|_| RingFault::Entry)?;
+                *sge = sge_from(&raw);
             }
             st.view.consume();
             self.ring
@@ -220,6 +227,7 @@ impl RecvQueue {
             RecvEntry {
                 wr_id: wqe.wr_id,
                 sges,
+                num_sge: wqe.num_sge as usize,
             }
         };
         if limit_hit {
@@ -309,7 +317,7 @@ impl SendRing {
     }
 
     /// Copies the entry at `slot`: its header, then `num_sge` SGEs or `inline_len` bytes,
-    /// bounded by the slot size.
+    /// bounded by the slot size (small atomic allocations: the send side may run in softirq).
     pub(crate) fn read(&self, slot: u32) -> Result<SendEntry, RingFault> {
         let at = self.geo.slot_offset(slot);
         let mut hdr = [0u8; SEND_WQE_SIZE];
@@ -323,7 +331,7 @@ impl SendRing {
             if n > body {
                 return Err(RingFault::Entry);
             }
-            inline = KVec::from_elem(0u8, n, GFP_KERNEL).map_err(|_| RingFault::Entry)?;
+            inline = KVec::from_elem(0u8, n, GFP_ATOMIC).map_err(|_| RingFault::Entry)?;
             self.ring
                 .read(at + SEND_WQE_SIZE, &mut inline)
                 .map_err(|_| RingFault::Entry)?;
@@ -337,7 +345,7 @@ impl SendRing {
                 self.ring
                     .read(at + SEND_WQE_SIZE + i * SGE_SIZE, &mut raw)
                     .map_err(|_| RingFault::Entry)?;
-                sges.push(sge_from(&raw), GFP_KERNEL)
+                sges.push(sge_from(&raw), GFP_ATOMIC)
                     .map_err(|_| RingFault::Entry)?;
             }
         }

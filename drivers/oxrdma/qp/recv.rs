@@ -27,8 +27,8 @@ impl Refusal {
 impl QpInner {
     // ---- the receive side ------------------------------------------------------------------
 
-    /// Handles a packet for this QP (ICRC already verified).
-    pub(crate) fn receive(&self, pkt: &Packet, bytes: &[u8], now: u64) {
+    /// Handles a packet for this QP (ICRC already verified). Softirq context.
+    pub(crate) fn receive(self: &Arc<Self>, pkt: &Packet, bytes: &[u8], now: u64) {
         let mut st = self.st.lock();
         if st.dead || !matches!(st.state, St::Rtr | St::Rts | St::Sqd | St::Sqe) {
             return;
@@ -41,9 +41,7 @@ impl QpInner {
             self.on_response(&mut st, pkt, bytes, now);
             drop(st);
             // The requester may have room again: take more WQEs, transmit, complete, here.
-            if let Some(d) = self.service(now) {
-                self.engine.arm_by(d);
-            }
+            self.run();
         } else {
             self.on_request(&mut st, pkt, bytes);
         }
@@ -80,7 +78,7 @@ impl QpInner {
             let r = match pkt.opcode.operation() {
                 Operation::AtomicAcknowledge => match pkt.headers.atomic_ack_eth {
                     Some(AtomicAckEth { orig }) => {
-                        scatter(&self.engine, self.pdn, &op.sges, 0, &orig.to_ne_bytes())
+                        scatter(&self.dev, self.pdn, &op.sges, 0, &orig.to_ne_bytes())
                     }
                     None => Err(wc_status::BAD_RESP_ERR),
                 },
@@ -89,7 +87,7 @@ impl QpInner {
                     if u64::from(offset) + data.len() as u64 > u64::from(op.len) {
                         Err(wc_status::BAD_RESP_ERR)
                     } else {
-                        scatter(&self.engine, self.pdn, &op.sges, offset as u64, data)
+                        scatter(&self.dev, self.pdn, &op.sges, offset as u64, data)
                     }
                 }
             };
@@ -106,7 +104,7 @@ impl QpInner {
         let Some(path) = self.tx_path(st) else { return };
         let mut h = Headers::new(self.bth(st, Opcode::RcAcknowledge, a.psn));
         h.aeth = Some(Aeth::new(a.syndrome, a.msn));
-        let _ = self.engine.send(&path, &h, 0, |_| true);
+        let _ = self.dev.tx.send(&path, &h, 0, |_| true);
     }
 
     pub(super) fn on_request(&self, st: &mut QpState, pkt: &Packet, bytes: &[u8]) {
@@ -235,7 +233,7 @@ impl QpInner {
                         wc_status::LOC_LEN_ERR,
                     ));
                 }
-                if let Err(s) = scatter(&self.engine, self.pdn, &p.entry.sges, p.offset, payload) {
+                if let Err(s) = scatter(&self.dev, self.pdn, p.entry.sges(), p.offset, payload) {
                     return Err(Refusal::new(NakCode::RemoteOperationalError, s));
                 }
                 p.offset += payload.len() as u64;
@@ -244,7 +242,7 @@ impl QpInner {
                         // SEND with invalidate: a fast-registration MR of this PD becomes
                         // invalid. Keys of other MRs are only reported (a process has no
                         // invalidatable MRs yet).
-                        if let Some(mr) = self.engine.mr_slot(i.rkey).filter(|m| m.is_fast()) {
+                        if let Some(mr) = self.dev.mr_slot(i.rkey).filter(|m| m.is_fast()) {
                             mr.invalidate(self.pdn, i.rkey).map_err(|_| inval)?;
                         }
                     }
@@ -404,7 +402,7 @@ impl QpInner {
             va,
             len,
         };
-        let mr = self.engine.mr_slot(rkey).ok_or(MrError::Key)?;
+        let mr = self.dev.mr_slot(rkey).ok_or(MrError::Key)?;
         mr.check(&a, op)?;
         Ok((mr, a))
     }
@@ -436,7 +434,7 @@ impl QpInner {
             let mut h = Headers::new(self.bth(st, Opcode::RcAtomicAcknowledge, res.first_psn));
             h.aeth = Some(ack);
             h.atomic_ack_eth = Some(AtomicAckEth { orig: res.data });
-            let _ = self.engine.send(&path, &h, 0, |_| true);
+            let _ = self.dev.tx.send(&path, &h, 0, |_| true);
             return Ok(());
         }
         let Some(Some(rd)) = st.reads.get(slot) else {
@@ -456,7 +454,7 @@ impl QpInner {
                 h.aeth = Some(ack);
             }
             let mut refused = false;
-            let _ = self.engine.send(&path, &h, len, |buf| {
+            let _ = self.dev.tx.send(&path, &h, len, |buf| {
                 refused = rd.mr.read(&rd.access, off, buf).is_err();
                 !refused
             });

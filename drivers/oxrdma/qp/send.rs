@@ -11,8 +11,8 @@ impl QpInner {
     // ---- the send side ---------------------------------------------------------------------
 
     /// Runs the send side: takes new WQEs, handles timers, transmits, completes. Returns the
-    /// next deadline (us) for the engine's timer.
-    pub(crate) fn service(&self, now: u64) -> Option<u64> {
+    /// next deadline (us) for the QP's timer.
+    pub(crate) fn service(self: &Arc<Self>, now: u64) -> Option<u64> {
         let mut st = self.st.lock();
         if st.dead {
             return None;
@@ -34,12 +34,12 @@ impl QpInner {
             }
         }
         // Passes over the ring while the process keeps publishing WQEs just as the kernel
-        // stops being busy; more than a few and the rest waits for the next engine run.
+        // stops being busy; more than a few and the rest waits for the QP's work item.
         let mut passes = 0;
         loop {
             passes += 1;
             if passes > SERVICE_PASSES {
-                self.engine.kick();
+                self.kick();
                 break;
             }
             if st.state == St::Rts {
@@ -142,9 +142,9 @@ impl QpInner {
     }
 
     /// Posts a kernel user's send WR into the SQ ring (any context: no sleeping) and kicks
-    /// the engine. Errors are immediate (`EINVAL` for a WR the QP cannot take, `ENOMEM` when
+    /// the QP. Errors are immediate (`EINVAL` for a WR the QP cannot take, `ENOMEM` when
     /// the SQ is full), like hardware's.
-    pub(crate) fn post_send(&self, wr: &SendWr<'_>) -> Result {
+    pub(crate) fn post_send(self: &Arc<Self>, wr: &SendWr<'_>) -> Result {
         if !self.kernel {
             return Err(EINVAL);
         }
@@ -237,7 +237,7 @@ impl QpInner {
                 write_sges(ring, at + SEND_WQE_SIZE, &wr.sges[..wqe.num_sge as usize])
             }
         })?;
-        self.engine.kick();
+        self.kick();
         Ok(())
     }
 
@@ -249,7 +249,7 @@ impl QpInner {
             self.caps.max_inline_data,
             self.kernel,
         );
-        let mr = self.engine.mr_slot(w.rkey).ok_or(MrError::Key);
+        let mr = self.dev.mr_slot(w.rkey).ok_or(MrError::Key);
         let done = match v.map(|v| v.opcode) {
             Ok(WrOpcode::LocalInv) => mr.and_then(|m| m.invalidate(self.pdn, w.rkey)),
             Ok(WrOpcode::RegMr) => mr.and_then(|m| {
@@ -428,10 +428,10 @@ impl QpInner {
                 }
             }
             let mut local_err = None;
-            let engine = &self.engine;
+            let dev = &self.dev;
             let pdn = self.pdn;
-            let r = engine.send(&path, &h, payload as usize, |buf| {
-                if let Err(s) = gather(engine, pdn, op, tx.offset as usize, buf) {
+            let r = dev.tx.send(&path, &h, payload as usize, |buf| {
+                if let Err(s) = gather(dev, pdn, op, tx.offset as usize, buf) {
                     local_err = Some(s);
                     false
                 } else {

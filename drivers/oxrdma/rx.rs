@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: GPL-2.0
+//! RoCE v2 reception: the module's receiver of every namespace's UDP tunnel. Each packet is
+//! processed where it arrives, in the receive softirq: the device it is for (by the netdev
+//! it came in on), the ICRC, the QP, the QP's responder or completer, the ACK. No queue, no
+//! worker, and nothing allocated per packet.
+
+use crate::dev::RoceDev;
+use crate::ox::net::NetDevice;
+use crate::ox::skb::RxSkb;
+use crate::ox::sync::SpinLockBh;
+use crate::ox::timer::now_us;
+use crate::ox::udp_tunnel::UdpEncapReceiver;
+use crate::tx::KernelCrc;
+use crate::wire::icrc::{self, Encap};
+use crate::wire::ip;
+use crate::wire::packet;
+use kernel::{
+    alloc::{flags::GFP_KERNEL, KVec},
+    prelude::*,
+    sync::Arc,
+    types::ARef,
+};
+
+/// A device the receiver delivers to: the netdev its packets arrive on, and its state.
+struct Entry {
+    netdev: ARef<NetDevice>,
+    dev: Arc<RoceDev>,
+}
+
+/// The most devices one packet can be for: those of one namespace (a packet to a local
+/// address arrives on the loopback device, not on the device's own netdev).
+const CANDIDATES: usize = 8;
+
+/// The module's RoCE v2 receiver.
+#[pin_data]
+pub(crate) struct RoceRx {
+    /// The RoCE devices, looked up per packet: a fixed number of slots, so that adding and
+    /// removing never allocates under the lock.
+    #[pin]
+    index: SpinLockBh<KVec<Option<Entry>>>,
+    /// The ICRC engine every device shares.
+    crc: Arc<KernelCrc>,
+}
+
+impl RoceRx {
+    /// The receiver, with room for `max` devices. Process context.
+    pub(crate) fn new(max: usize) -> Result<Arc<Self>> {
+        let mut index = KVec::with_capacity(max, GFP_KERNEL)?;
+        for _ in 0..max {
+            index.push(None, GFP_KERNEL)?;
+        }
+        let crc = Arc::new(KernelCrc(crate::ox::crc::Crc32Shash::new()?), GFP_KERNEL)?;
+        Arc::pin_init(
+            pin_init!(Self {
+                index <- crate::new_spinlock_bh!(index, "oxrdma_rx_index"),
+                crc,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The ICRC engine.
+    pub(crate) fn crc(&self) -> Arc<KernelCrc> {
+        self.crc.clone()
+    }
+
+    /// Delivers packets arriving on `netdev` (and local ones of its namespace) to `dev`.
+    /// `ENOSPC` beyond the room given to [`RoceRx::new`].
+    pub(crate) fn add(&self, netdev: ARef<NetDevice>, dev: Arc<RoceDev>) -> Result {
+        let mut index = self.index.lock();
+        let slot = index.iter_mut().find(|s| s.is_none()).ok_or(ENOSPC)?;
+        *slot = Some(Entry { netdev, dev });
+        Ok(())
+    }
+
+    /// Stops delivering to `dev`.
+    pub(crate) fn remove(&self, dev: &RoceDev) {
+        let gone = {
+            let mut index = self.index.lock();
+            index
+                .iter_mut()
+                .find(|s| s.as_ref().is_some_and(|e| core::ptr::eq(&*e.dev, dev)))
+                .and_then(Option::take)
+        };
+        // Dropped outside the lock.
+        drop(gone);
+    }
+
+    /// The devices a packet arriving on `ingress` may be for; `true`: an exact match (the
+    /// device on that netdev).
+    fn candidates(&self, ingress: &NetDevice) -> ([Option<Arc<RoceDev>>; CANDIDATES], bool) {
+        let mut out: [Option<Arc<RoceDev>>; CANDIDATES] = Default::default();
+        let index = self.index.lock();
+        if let Some(e) = index.iter().flatten().find(|e| *e.netdev == *ingress) {
+            out[0] = Some(e.dev.clone());
+            return (out, true);
+        }
+        for (slot, e) in out.iter_mut().zip(
+            index
+                .iter()
+                .flatten()
+                .filter(|e| e.netdev.same_net(ingress)),
+        ) {
+            *slot = Some(e.dev.clone());
+        }
+        (out, false)
+    }
+}
+
+impl UdpEncapReceiver for RoceRx {
+    fn receive(&self, pkt: RxSkb) {
+        let (devs, exact) = self.candidates(pkt.ingress());
+        let bytes = pkt.ip_packet();
+        let now = now_us();
+        let handled = devs
+            .iter()
+            .flatten()
+            .any(|d| receive(d, &self.crc, bytes, exact, now));
+        if handled {
+            drop(pkt);
+        } else {
+            pkt.discard();
+        }
+    }
+}
+
+/// A received IP packet for device `dev`: checks it and gives it to its QP. Without `exact`
+/// (the packet did not arrive on the device's netdev), only if the QP's source address is the
+/// packet's destination. Returns whether the packet was the device's.
+fn receive(dev: &RoceDev, crc: &KernelCrc, pkt: &[u8], exact: bool, now: u64) -> bool {
+    if dev.is_dead() {
+        return false;
+    }
+    let Some(r) = ip::parse(pkt) else {
+        return exact;
+    };
+    let encap = match r.src {
+        ip::IpAddr::V4(_) => Encap::RoceV2Ipv4,
+        ip::IpAddr::V6(_) => Encap::RoceV2Ipv6,
+    };
+    let iba = &pkt[r.bth_offset..];
+    let Ok(p) = packet::parse(iba) else {
+        return exact;
+    };
+    let Some(qp) = dev.qp(p.headers.bth.dest_qp) else {
+        return exact;
+    };
+    if !exact && qp.local_ip() != Some(r.dst) {
+        return false;
+    }
+    if icrc::verify_with(crc, encap, pkt).is_ok() {
+        qp.receive(&p, iba, now);
+    }
+    true
+}

@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A table of live objects by index, under a spinlock that packet reception may take: the
+//! device's QPs (by QP number) and MRs (by key).
+//!
+//! Lookups happen per packet, in softirq context, so the lock is a [`SpinLockBh`] and nothing
+//! allocates under it: the slot array grows outside the lock, and an object is built between
+//! reserving its slot (which fixes its index, hence its number or key) and filling it.
+
+use crate::ox::sync::SpinLockBh;
+use kernel::{alloc::flags::GFP_KERNEL, alloc::KVec, prelude::*, sync::Arc};
+
+enum State<T> {
+    Free,
+    Reserved,
+    Live(Arc<T>),
+}
+
+struct Slot<T> {
+    /// Bumped each time the slot is reserved: part of an MR key, so that a key of an earlier
+    /// MR in the same slot does not match.
+    tag: u8,
+    state: State<T>,
+}
+
+/// The slots; see the module documentation.
+pub(crate) struct Table<T> {
+    slots: KVec<Slot<T>>,
+    /// Reserved and live slots.
+    used: usize,
+}
+
+/// A reserved slot: its index and the tag it got.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reservation {
+    pub(crate) index: usize,
+    pub(crate) tag: u8,
+}
+
+impl<T> Table<T> {
+    pub(crate) const fn new() -> Self {
+        Self {
+            slots: KVec::new(),
+            used: 0,
+        }
+    }
+
+    fn take_free(&mut self) -> Option<Reservation> {
+        let index = self
+            .slots
+            .iter()
+            .position(|s| matches!(s.state, State::Free))?;
+        let s = &mut self.slots[index];
+        s.tag = s.tag.wrapping_add(1);
+        s.state = State::Reserved;
+        self.used += 1;
+        Some(Reservation { index, tag: s.tag })
+    }
+
+    /// Reserves a slot of the table behind `lock`, at most `max` in use at once (`ENOSPC`
+    /// beyond). Process context: may sleep to grow the table (outside the lock).
+    pub(crate) fn reserve(lock: &SpinLockBh<Self>, max: usize) -> Result<Reservation> {
+        loop {
+            let len = {
+                let mut t = lock.lock();
+                if t.used >= max {
+                    return Err(ENOSPC);
+                }
+                if let Some(r) = t.take_free() {
+                    return Ok(r);
+                }
+                if t.slots.len() < t.slots.capacity() {
+                    let index = t.slots.len();
+                    // Within capacity: no allocation.
+                    t.slots.push(
+                        Slot {
+                            tag: 1,
+                            state: State::Reserved,
+                        },
+                        GFP_ATOMIC,
+                    )?;
+                    t.used += 1;
+                    return Ok(Reservation { index, tag: 1 });
+                }
+                t.slots.len()
+            };
+            // Grow: a bigger array, filled under the lock without allocating.
+            let want = (len * 2).clamp(16, max);
+            let mut bigger: KVec<Slot<T>> = KVec::with_capacity(want, GFP_KERNEL)?;
+            let mut t = lock.lock();
+            if t.slots.capacity() >= want {
+                continue;
+            }
+            // Within `bigger`'s capacity: no allocation.
+            for s in core::mem::replace(&mut t.slots, KVec::new()) {
+                bigger.push(s, GFP_ATOMIC)?;
+            }
+            t.slots = bigger;
+        }
+    }
+
+    /// Makes a reserved slot live with `obj`.
+    pub(crate) fn fill(&mut self, r: Reservation, obj: Arc<T>) {
+        if let Some(s) = self.slots.get_mut(r.index) {
+            if matches!(s.state, State::Reserved) && s.tag == r.tag {
+                s.state = State::Live(obj);
+            }
+        }
+    }
+
+    /// Gives a reserved slot back (its object could not be built).
+    pub(crate) fn cancel(&mut self, r: Reservation) {
+        if let Some(s) = self.slots.get_mut(r.index) {
+            if matches!(s.state, State::Reserved) && s.tag == r.tag {
+                s.state = State::Free;
+                self.used -= 1;
+            }
+        }
+    }
+
+    /// The live object at `index`.
+    pub(crate) fn get(&self, index: usize) -> Option<Arc<T>> {
+        match &self.slots.get(index)?.state {
+            State::Live(o) => Some(o.clone()),
+            _ => None,
+        }
+    }
+
+    /// Removes the live object at `index` if `pred` accepts it; returns it (drop it outside
+    /// the lock).
+    pub(crate) fn remove(&mut self, index: usize, pred: impl FnOnce(&T) -> bool) -> Option<Arc<T>> {
+        let s = self.slots.get_mut(index)?;
+        match &s.state {
+            State::Live(o) if pred(o) => {}
+            _ => return None,
+        }
+        self.used -= 1;
+        match core::mem::replace(&mut s.state, State::Free) {
+            State::Live(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// Empties the table (teardown); returns its objects, to drop outside the lock.
+    pub(crate) fn take_all(&mut self) -> Taken<T> {
+        self.used = 0;
+        Taken(core::mem::replace(&mut self.slots, KVec::new()))
+    }
+}
+
+/// The contents of an emptied table.
+pub(crate) struct Taken<T>(KVec<Slot<T>>);
+
+impl<T> Taken<T> {
+    /// The live objects.
+    pub(crate) fn live(&self) -> impl Iterator<Item = &Arc<T>> {
+        self.0.iter().filter_map(|s| match &s.state {
+            State::Live(o) => Some(o),
+            _ => None,
+        })
+    }
+}

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The transmit path of a RoCE device: RoCE v2 packets built whole (IP and UDP headers
+//! included: the ICRC covers IP header fields) into an skb and sent along a route looked up
+//! in the device's network namespace, out of its netdev.
+//!
+//! Context: any but hard interrupt (QPs send from system calls, work items, timers and
+//! packet reception); nothing here sleeps.
+
+use crate::ox::crc::Crc32Shash;
+use crate::ox::net::NetDevice;
+use crate::ox::route::Route;
+use crate::ox::skb::Skb;
+use crate::ox::sync::SpinLockBh;
+use crate::ox::timer::now_us;
+use crate::wire::crc32::Crc32Engine;
+use crate::wire::icrc::{self, Encap, ICRC_LEN};
+use crate::wire::ip::{self, IpAddr, IpUdp};
+use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
+use crate::wire::packet::{self, Headers};
+use core::sync::atomic::{AtomicU32, Ordering};
+use kernel::{alloc::KVec, prelude::*, sync::Arc, types::ARef};
+
+/// The kernel's accelerated CRC-32 as the wire crate's CRC engine.
+pub(crate) struct KernelCrc(pub(crate) Crc32Shash);
+
+impl Crc32Engine for KernelCrc {
+    fn update_raw(&self, state: u32, data: &[u8]) -> u32 {
+        self.0.update(state, data)
+    }
+}
+
+/// The addresses and header fields of a connection's packets.
+#[derive(Clone, Copy)]
+pub(crate) struct TxPath {
+    pub(crate) src: IpAddr,
+    pub(crate) dst: IpAddr,
+    pub(crate) traffic_class: u8,
+    pub(crate) flow_label: u32,
+    pub(crate) hop_limit: u8,
+    pub(crate) sport: u16,
+}
+
+impl TxPath {
+    fn encap(&self) -> Encap {
+        match self.dst {
+            IpAddr::V4(_) => Encap::RoceV2Ipv4,
+            IpAddr::V6(_) => Encap::RoceV2Ipv6,
+        }
+    }
+
+    fn same_route(&self, c: &CachedRoute) -> bool {
+        c.src == self.src
+            && c.dst == self.dst
+            && c.traffic_class == self.traffic_class
+            && c.flow_label == self.flow_label
+    }
+}
+
+/// A recently used route: a lookup per packet is the single most expensive step of sending.
+struct CachedRoute {
+    src: IpAddr,
+    dst: IpAddr,
+    traffic_class: u8,
+    flow_label: u32,
+    route: Route,
+    since_us: u64,
+}
+
+/// Routes are looked up again after this long (route or address changes take effect).
+const ROUTE_TTL_US: u64 = 1_000_000;
+/// Routes cached per device.
+const ROUTE_CACHE: usize = 16;
+
+struct TxState {
+    netdev: Option<ARef<NetDevice>>,
+    routes: KVec<CachedRoute>,
+}
+
+/// A device's transmit path.
+#[pin_data]
+pub(crate) struct Tx {
+    #[pin]
+    st: SpinLockBh<TxState>,
+    ip_id: AtomicU32,
+    crc: Arc<KernelCrc>,
+}
+
+impl Tx {
+    /// The transmit path out of `netdev`, computing ICRCs with `crc`.
+    pub(crate) fn new(netdev: ARef<NetDevice>, crc: Arc<KernelCrc>) -> impl PinInit<Self> {
+        pin_init!(Self {
+            st <- crate::new_spinlock_bh!(
+                TxState {
+                    netdev: Some(netdev),
+                    routes: KVec::new(),
+                },
+                "oxrdma_tx"
+            ),
+            ip_id: AtomicU32::new(0),
+            crc,
+        })
+    }
+
+    /// The netdev, while the device has one.
+    pub(crate) fn netdev(&self) -> Option<ARef<NetDevice>> {
+        self.st.lock().netdev.clone()
+    }
+
+    /// Stops using the netdev (it is going away); returns what to drop, outside locks.
+    pub(crate) fn detach(&self) -> impl Sized {
+        let mut st = self.st.lock();
+        (
+            st.netdev.take(),
+            core::mem::replace(&mut st.routes, KVec::new()),
+        )
+    }
+
+    /// The IB MTU the port runs at now.
+    pub(crate) fn active_mtu(&self) -> u32 {
+        self.st
+            .lock()
+            .netdev
+            .as_ref()
+            .map_or(1024, |nd| ib_mtu_for_link(nd.mtu(), ROCE_MAX_OVERHEAD))
+    }
+
+    /// The route of `path`, from the cache or looked up (and cached).
+    fn route(&self, path: &TxPath, now: u64) -> Result<(ARef<NetDevice>, Route)> {
+        let (nd, cached) = {
+            let st = self.st.lock();
+            let nd = st.netdev.clone().ok_or(ENODEV)?;
+            let r = st
+                .routes
+                .iter()
+                .find(|c| path.same_route(c) && now.saturating_sub(c.since_us) < ROUTE_TTL_US)
+                .map(|c| c.route.clone());
+            (nd, r)
+        };
+        if let Some(r) = cached {
+            return Ok((nd, r));
+        }
+        let r = match (path.src, path.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Route::v4(&nd, s, d, path.traffic_class),
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                Route::v6(&nd, s, d, path.traffic_class, path.flow_label)
+            }
+            _ => Err(EINVAL),
+        }?;
+        let entry = CachedRoute {
+            src: path.src,
+            dst: path.dst,
+            traffic_class: path.traffic_class,
+            flow_label: path.flow_label,
+            route: r.clone(),
+            since_us: now,
+        };
+        let old = {
+            let mut st = self.st.lock();
+            if let Some(c) = st.routes.iter_mut().find(|c| path.same_route(c)) {
+                Some(core::mem::replace(c, entry))
+            } else if st.routes.len() < ROUTE_CACHE {
+                // A small allocation, atomic (this may run in softirq); without it the route
+                // is simply not cached.
+                let _ = st.routes.push(entry, GFP_ATOMIC);
+                None
+            } else if let Some(c) = st.routes.iter_mut().min_by_key(|c| c.since_us) {
+                Some(core::mem::replace(c, entry))
+            } else {
+                None
+            }
+        };
+        drop(old);
+        Ok((nd, r))
+    }
+
+    /// Builds and sends one packet of `path`: IP and UDP headers, `h`, `payload_len` bytes
+    /// that `fill` writes (false: abandon the packet, `EFAULT`), pad, ICRC.
+    pub(crate) fn send(
+        &self,
+        path: &TxPath,
+        h: &Headers,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result {
+        let now = now_us();
+        let (nd, route) = self.route(path, now)?;
+        let ip_len = path.dst.headers_len();
+        let iba_len = packet::packet_len(h, payload_len).ok_or(EINVAL)?;
+        let total = ip_len + iba_len + ICRC_LEN;
+        let mut skb = Skb::alloc_tx(&nd, total)?;
+        let buf = skb.data_mut();
+        let hl = packet::write_headers(h, payload_len, &mut buf[ip_len..]).map_err(|_| EINVAL)?;
+        let at = ip_len + hl;
+        if !fill(&mut buf[at..at + payload_len]) {
+            return Err(EFAULT);
+        }
+        let hdr = IpUdp {
+            src: path.src,
+            dst: path.dst,
+            traffic_class: path.traffic_class,
+            flow_label: path.flow_label,
+            hop_limit: path.hop_limit,
+            id: self.ip_id.fetch_add(1, Ordering::Relaxed) as u16,
+            sport: path.sport,
+            dport: icrc::ROCE_V2_UDP_PORT,
+        };
+        ip::write_headers(&hdr, buf).map_err(|_| EINVAL)?;
+        icrc::fill_with(&*self.crc, path.encap(), buf).map_err(|_| EINVAL)?;
+        if let IpAddr::V6(_) = path.dst {
+            ip::fill_udp6_checksum(buf).map_err(|_| EINVAL)?;
+        }
+        let res = skb.xmit(&route);
+        if res.is_err() {
+            // Look the route up again next time.
+            if let Some(c) = self
+                .st
+                .lock()
+                .routes
+                .iter_mut()
+                .find(|c| path.same_route(c))
+            {
+                c.since_us = 0;
+            }
+        }
+        res
+    }
+}
