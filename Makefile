@@ -8,7 +8,8 @@
 
 SHELL := /bin/bash
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
-VARIANT := $(if $(filter 1 y yes,$(DEBUG)),debug,test)
+# `make bench` measures on the bench kernel (regular SLUB, accelerated CRC drivers).
+VARIANT := $(if $(filter 1 y yes,$(DEBUG)),debug,$(if $(filter bench,$(MAKECMDGOALS)),bench,test))
 TEST_KDIR = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && kernel_dir $(VARIANT)')/build
 KDIR ?= $(TEST_KDIR)
 KMAKE_VARS = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && echo "$${KMAKE_VARS[@]}"')
@@ -21,7 +22,8 @@ help:
 	@echo "make demo            set up, build, boot the test VM and show oxrdma working"
 	@echo "make check           the whole test suite (host, KUnit, VM); ends in 'N passed, N failed'"
 	@echo "make check DEBUG=1   the same on the debug kernel (KASAN, lockdep, kmemleak)"
-	@echo "make bench           oxroce, rxe and TCP side by side on one veth pair (ratios)"
+	@echo "make bench           oxroce, rxe and TCP side by side on one veth pair (ratios),"
+	@echo "                     on the bench kernel (configs/bench.config)"
 	@echo "make modules         build oxrdma.ko (KDIR=<kernel build dir> for another kernel)"
 	@echo "make provider        build userspace-provider/out/liboxrdma-rdmav34.so"
 	@echo "make lint            CLIPPY=1 module build and rustfmt check, warnings are errors"
@@ -50,7 +52,7 @@ demo: modules provider
 check: kernel
 	@$(ROOT)/scripts/check.sh $(VARIANT)
 
-bench: modules provider
+bench: kernel modules provider
 	@$(ROOT)/scripts/bench.sh $(VARIANT)
 
 vm-run: modules provider

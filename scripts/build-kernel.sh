@@ -6,7 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib/env.sh"
 
 variant=${1:-test}
-case $variant in test|debug) ;; *) echo "usage: $0 [test|debug]" >&2; exit 2;; esac
+case $variant in test|debug|bench) ;; *) echo "usage: $0 [test|debug|bench]" >&2; exit 2;; esac
 kdir=$(kernel_dir "$variant")
 [ -f "$kdir/.oxrdma-built" ] && exit 0
 
@@ -30,7 +30,7 @@ mkdir -p "$kdir/build"
 ln -sfn "$src" "$kdir/src"
 km=(make -C "$src" O="$kdir/build" "${KMAKE_VARS[@]}")
 frags=("$OX_ROOT/configs/test-kernel.config")
-[ "$variant" = debug ] && frags+=("$OX_ROOT/configs/debug.config")
+[ "$variant" = test ] || frags+=("$OX_ROOT/configs/$variant.config")
 
 log=$kdir/build.log
 echo "kernel: building $variant kernel in $kdir (about 10 minutes; log: $log)"

@@ -12,11 +12,11 @@ KVER_SRC=/usr/src/linux-source-6.12.tar.xz
 KMAKE_VARS=(LLVM=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc "BINDGEN=$OX_TOOLS/bin/bindgen"
 	RUSTFMT=/usr/bin/rustfmt CLIPPY_DRIVER=/usr/bin/clippy-driver)
 
-# The test kernel's build directory for a variant ("test" or "debug"), keyed by the Debian
+# The test kernel's build directory for a variant ("test", "debug" or "bench"), keyed by the Debian
 # source package version, the toolchain and the config fragments, so clones share one build.
 kernel_key() {
 	local variant=$1 files=("$OX_ROOT/configs/test-kernel.config")
-	[ "$variant" = debug ] && files+=("$OX_ROOT/configs/debug.config")
+	[ "$variant" = test ] || files+=("$OX_ROOT/configs/$variant.config")
 	{
 		dpkg-query -W -f='${Version}\n' linux-source-6.12 2>/dev/null || echo none
 		/usr/bin/rustc --version 2>/dev/null; clang --version 2>/dev/null | head -1
