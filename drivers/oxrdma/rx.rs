@@ -49,7 +49,7 @@ impl RoceRx {
         for _ in 0..max {
             index.push(None, GFP_KERNEL)?;
         }
-        let crc = Arc::new(KernelCrc(crate::ox::crc::Crc32Shash::new()?), GFP_KERNEL)?;
+        let crc = Arc::new(KernelCrc::pick()?, GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
                 index <- crate::new_spinlock_bh!(index, "oxrdma_rx_index"),

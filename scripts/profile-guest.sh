@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Runs in the test VM (make profile): where the CPU time of one ib_write_bw run goes, for
+# oxroce (two namespaces) or rxe (root namespace) on one veth pair. perf samples every CPU
+# (cpu-clock; TCG has no hardware counters) while the transfer runs; the flat profile (own
+# time per function, every CPU, all contexts) is written to $OX_OUT/profile-<dev>.txt.
+#   profile-guest.sh oxroce|rxe [SIZE]
+set -euo pipefail
+# shellcheck source=tests/vm/lib.sh
+. "$OX_ROOT/tests/vm/lib.sh"
+
+what=${1:-oxroce} size=${2:-65536}
+modprobe ib_uverbs
+use_provider
+case $what in
+rxe)
+	veth_root
+	rxe_add rxe0 "$VETH_A"
+	rxe_add rxe1 "$VETH_B"
+	ga=$(roce_gid_index rxe0 "$(ipv4_gid "$VETH_A_IP4")") || fail "rxe0: no GID"
+	gb=$(roce_gid_index rxe1 "$(ipv4_gid "$VETH_B_IP4")") || fail "rxe1: no GID"
+	sx=() cx=() sdev=rxe1 cdev=rxe0 sip=$VETH_B_IP4
+	;;
+oxroce)
+	oxroce_pair
+	ga=$GID_A gb=$GID_B
+	sx=(ip netns exec "$NS_B") cx=(ip netns exec "$NS_A") sdev=oxb_r cdev=oxa_r sip=$NS_B_IP4
+	;;
+*) fail "usage: profile-guest.sh oxroce|rxe [SIZE]" ;;
+esac
+"${sx[@]}" ib_write_bw -F -D 8 -s "$size" -d "$sdev" -x "$gb" >"$OX_TMP/server" 2>&1 &
+server=$!
+sleep 1
+"${cx[@]}" ib_write_bw -F -D 8 -s "$size" -d "$cdev" -x "$ga" "$sip" >"$OX_TMP/client" 2>&1 &
+client=$!
+sleep 3
+perf record -a -F 499 -o "$OX_TMP/perf.data" -- sleep 4 >/dev/null 2>&1 || fail "perf record failed"
+wait "$client" || fail "client: $(cat "$OX_TMP/client")"
+wait "$server" || true
+info "$what: $(grep -E "^[[:space:]]*$size[[:space:]]" "$OX_TMP/client" | awk '{print $4 " MB/s"}')"
+perf report -i "$OX_TMP/perf.data" --stdio --no-children --sort sym --percent-limit 0.5 \
+	2>/dev/null | grep -v '^#' | grep -v '^$' >"$OX_OUT/profile-$what.txt"
+head -40 "$OX_OUT/profile-$what.txt"
+pass
