@@ -255,6 +255,8 @@ impl<T: Driver> Adapter<T> {
             get_dma_mr: Some(Self::get_dma_mr),
             reg_user_mr: Some(Self::reg_user_mr),
             alloc_mr: T::HAS_ALLOC_MR.then_some(Self::alloc_mr as _),
+            alloc_hw_port_stats: T::HAS_HW_STATS.then_some(Self::alloc_hw_port_stats as _),
+            get_hw_stats: T::HAS_HW_STATS.then_some(Self::get_hw_stats as _),
             map_mr_sg: T::HAS_ALLOC_MR.then_some(Self::map_mr_sg as _),
             dereg_mr: Some(Self::dereg_mr),
             size_ib_ucontext: size_of::<UcontextObj<T>>(),
@@ -441,6 +443,49 @@ impl<T: Driver> Adapter<T> {
             // SAFETY: `gid` is valid for writes (function contract).
             unsafe { (*gid).raw = raw };
             Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core for a port of a registered `Device<T>`.
+    unsafe extern "C" fn alloc_hw_port_stats(
+        _ib: *mut bindings::ib_device,
+        _port: u32,
+    ) -> *mut bindings::rdma_hw_stats {
+        let n = T::HW_STATS.len().min(i32::MAX as usize) as c_int;
+        // SAFETY: `HwStat` is a transparent wrapper of `rdma_stat_desc`; the descriptors are
+        // static, as ib_core keeps the pointer for the device's life. Returns NULL on failure.
+        unsafe {
+            bindings::rdma_alloc_hw_stats_struct(
+                T::HW_STATS.as_ptr().cast(),
+                n,
+                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as _,
+            )
+        }
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core on a registered `Device<T>` with a `stats` from
+    /// `alloc_hw_port_stats`.
+    unsafe extern "C" fn get_hw_stats(
+        ib: *mut bindings::ib_device,
+        stats: *mut bindings::rdma_hw_stats,
+        port: u32,
+        _index: c_int,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: callbacks run while the data is initialised (function contract).
+            let dev = unsafe { Device::<T>::from_ib(ib) };
+            // SAFETY: `stats` was made by `alloc_hw_port_stats` with `num_counters` values
+            // after the header, which ib_core serialises access to (its mutex).
+            let values = unsafe {
+                let n = usize::try_from((*stats).num_counters).unwrap_or(0);
+                core::slice::from_raw_parts_mut(addr_of_mut!((*stats).value).cast::<u64>(), n)
+            };
+            T::hw_stats(dev, port, values)?;
+            Ok(values.len().min(i32::MAX as usize) as c_int)
         })
     }
 

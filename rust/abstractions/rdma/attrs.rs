@@ -190,3 +190,22 @@ pub fn mtu_enum(bytes: u32) -> bindings::ib_mtu {
     let m = unsafe { bindings::oxrdma_ib_mtu_int_to_enum(bytes.min(i32::MAX as u32) as i32) };
     m as bindings::ib_mtu
 }
+
+/// A counter a device reports through `rdma statistic` and sysfs (`hw_counters`): its name
+/// (`struct rdma_stat_desc`).
+#[repr(transparent)]
+pub struct HwStat(bindings::rdma_stat_desc);
+
+// SAFETY: the descriptor only holds a pointer to a static string, which ib_core reads.
+unsafe impl Sync for HwStat {}
+
+impl HwStat {
+    /// A counter named `name`.
+    pub const fn new(name: &'static kernel::str::CStr) -> Self {
+        Self(bindings::rdma_stat_desc {
+            name: name.as_char_ptr(),
+            flags: 0,
+            priv_: core::ptr::null(),
+        })
+    }
+}

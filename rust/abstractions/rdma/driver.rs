@@ -13,7 +13,7 @@
 //!
 //! C: `include/rdma/ib_verbs.h` (`struct ib_device_ops`).
 
-use super::attrs::{driver_id, DeviceAttrs, LinkLayer, PortAttrs, PortImmutable};
+use super::attrs::{driver_id, DeviceAttrs, HwStat, LinkLayer, PortAttrs, PortImmutable};
 use super::device::Device;
 use super::events::{CqEvents, QpEvents, SrqEvents};
 use super::kmem::{FastRegPages, KernelMem};
@@ -117,6 +117,8 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Legacy uverbs `write()` commands accepted besides those ib_core enables from the ops
     /// ([`uverbs_cmd`](super::attrs::uverbs_cmd) bits).
     const UVERBS_CMD_MASK: u64 = 0;
+    /// The port counters [`Driver::hw_stats`] reports, in its order.
+    const HW_STATS: &'static [HwStat] = &[];
 
     /// Per-process context data (`struct ib_ucontext`).
     type Ucontext: Send + Sync;
@@ -241,6 +243,11 @@ pub trait Driver: Send + Sync + Sized + 'static {
         _max_pages: u32,
         _pages: Arc<FastRegPages>,
     ) -> Result<MrCreated<Self::Mr>> {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// The current values of port `port`'s counters, in [`Driver::HW_STATS`] order (`out` has
+    /// one element per counter).
+    fn hw_stats(_dev: &Device<Self>, _port: u32, _out: &mut [u64]) -> Result {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
     /// The content of the device's `hca_type` sysfs attribute (the attribute exists only if
