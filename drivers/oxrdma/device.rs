@@ -8,7 +8,7 @@ use crate::ox::error::code;
 use crate::ox::ida::{Ida, IdaId};
 use crate::ox::net::NetDevice;
 use crate::ox::rdma::attrs::{
-    core_cap, device_cap, uverbs_cmd, DeviceAttrs, LinkLayer, PortAttrs, PortImmutable,
+    core_cap, device_cap, uverbs_cmd, DeviceAttrs, HwStat, LinkLayer, PortAttrs, PortImmutable,
 };
 use crate::ox::rdma::device::Device;
 use crate::ox::rdma::driver::{
@@ -156,6 +156,7 @@ impl Driver for OxDevice {
     // The SQ doorbell is a POST_SEND command with no work requests; REQ_NOTIFY_CQ arms the
     // completion event.
     const UVERBS_CMD_MASK: u64 = uverbs_cmd::POST_SEND | uverbs_cmd::REQ_NOTIFY_CQ;
+    const HW_STATS: &'static [HwStat] = &crate::stats::NAMES;
 
     type Ucontext = ();
     type Pd = Pd;
@@ -246,6 +247,11 @@ impl Driver for OxDevice {
             0 => Ok(0xffff),
             _ => Err(EINVAL),
         }
+    }
+
+    fn hw_stats(dev: &Device<Self>, _port: u32, out: &mut [u64]) -> Result {
+        dev.roce.tx.stats.read(out);
+        Ok(())
     }
 
     fn hca_type(dev: &Device<Self>) -> &'static CStr {

@@ -63,6 +63,8 @@ mod rx;
 #[forbid(unsafe_code)]
 mod selftests;
 #[forbid(unsafe_code)]
+mod stats;
+#[forbid(unsafe_code)]
 mod table;
 #[forbid(unsafe_code)]
 mod tx;

@@ -10,6 +10,7 @@ use crate::ox::skb::RxSkb;
 use crate::ox::sync::SpinLockBh;
 use crate::ox::timer::now_us;
 use crate::ox::udp_tunnel::UdpEncapReceiver;
+use crate::stats::Counter;
 use crate::tx::KernelCrc;
 use crate::wire::icrc::{self, Encap};
 use crate::wire::ip;
@@ -131,8 +132,14 @@ fn receive(dev: &RoceDev, crc: &KernelCrc, pkt: &[u8], exact: bool, now: u64) ->
     if dev.is_dead() {
         return false;
     }
+    let drop = || {
+        if exact {
+            dev.tx.stats.inc(Counter::RxDrop);
+        }
+        exact
+    };
     let Some(r) = ip::parse(pkt) else {
-        return exact;
+        return drop();
     };
     let encap = match r.src {
         ip::IpAddr::V4(_) => Encap::RoceV2Ipv4,
@@ -140,16 +147,19 @@ fn receive(dev: &RoceDev, crc: &KernelCrc, pkt: &[u8], exact: bool, now: u64) ->
     };
     let iba = &pkt[r.bth_offset..];
     let Ok(p) = packet::parse(iba) else {
-        return exact;
+        return drop();
     };
     let Some(qp) = dev.qp(p.headers.bth.dest_qp) else {
-        return exact;
+        return drop();
     };
     if !exact && qp.local_ip() != Some(r.dst) {
         return false;
     }
     if icrc::verify_with(crc, encap, pkt).is_ok() {
+        dev.tx.stats.inc(Counter::RcvdPkts);
         qp.receive(&p, iba, now);
+    } else {
+        dev.tx.stats.inc(Counter::IcrcErr);
     }
     true
 }

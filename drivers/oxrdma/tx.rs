@@ -12,6 +12,7 @@ use crate::ox::route::Route;
 use crate::ox::skb::Skb;
 use crate::ox::sync::SpinLockBh;
 use crate::ox::timer::now_us;
+use crate::stats::{Counter, Stats};
 use crate::wire::crc32::{Crc32Engine, SoftCrc32};
 use crate::wire::icrc::{self, Encap, ICRC_LEN};
 use crate::wire::ip::{self, IpAddr, IpUdp};
@@ -129,6 +130,8 @@ pub(crate) struct Tx {
     st: SpinLockBh<TxState>,
     ip_id: AtomicU32,
     crc: Arc<KernelCrc>,
+    /// The device's counters.
+    pub(crate) stats: Stats,
 }
 
 impl Tx {
@@ -144,6 +147,7 @@ impl Tx {
             ),
             ip_id: AtomicU32::new(0),
             crc,
+            stats: Stats::new(),
         })
     }
 
@@ -256,6 +260,10 @@ impl Tx {
             ip::fill_udp6_checksum(buf).map_err(|_| EINVAL)?;
         }
         let res = skb.xmit(&route);
+        self.stats.inc(match res {
+            Ok(()) => Counter::SentPkts,
+            Err(_) => Counter::SendErr,
+        });
         if res.is_err() {
             // Look the route up again next time.
             if let Some(c) = self

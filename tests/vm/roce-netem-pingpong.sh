@@ -65,6 +65,13 @@ for run in $(seq 1 "$runs"); do
 done
 info "$runs runs: $both with both sides done, $one with the peer gone before its last ACK"
 expect_eq "$((both + one))" "$runs" "runs that ended"
+# The counters saw the loss: retransmissions, sequence gaps.
+for dev in oxa_r oxb_r; do
+	expect_ok rdma statistic show link "$dev/1"
+	info "$dev: $EXPECT_OUT"
+	expect_match "$EXPECT_OUT" ' retransmits [1-9]' "$dev retransmissions under loss"
+	expect_match "$EXPECT_OUT" ' out_of_seq_request [1-9]' "$dev sequence gaps under loss"
+done
 for side in "$NS_A $NS_A_DEV" "$NS_B $NS_B_DEV"; do
 	read -r ns dev <<<"$side"
 	expect_ok ip netns exec "$ns" tc -s qdisc show dev "$dev"

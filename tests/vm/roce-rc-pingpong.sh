@@ -51,6 +51,23 @@ check_side "IPv6 server" "$PAIR_SERVER_OUT" "$iters"
 check_side "IPv6 client" "$PAIR_CLIENT_OUT" "$iters"
 expect_match "$PAIR_CLIENT_OUT" 'remote address: .* GID fd77::2$' "IPv6 peer GID"
 
+# The device counters (rdma statistic, as rxe's): every packet sent arrived (at a QP, or after
+# its QP was destroyed: rx_drop), none was corrupted or failed to leave.
+counter() { awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) print $(i + 1) }' <<<"$1"; }
+expect_ok rdma statistic show link oxa_r/1
+stats_a=$EXPECT_OUT
+expect_ok rdma statistic show link oxb_r/1
+stats_b=$EXPECT_OUT
+info "oxa_r: $stats_a"
+sent_a=$(counter "$stats_a" sent_pkts) rcvd_b=$(counter "$stats_b" rcvd_pkts)
+[ -n "$sent_a" ] && [ "$sent_a" -gt 1000 ] || fail "oxa_r sent_pkts: '$sent_a'"
+expect_eq "$((rcvd_b + $(counter "$stats_b" rx_drop)))" "$sent_a" "packets oxb_r got, oxa_r sent"
+expect_eq "$(($(counter "$stats_a" rcvd_pkts) + $(counter "$stats_a" rx_drop)))" \
+	"$(counter "$stats_b" sent_pkts)" "packets oxa_r got, oxb_r sent"
+for k in icrc_err send_err; do
+	expect_eq "$(counter "$stats_a" "$k")$(counter "$stats_b" "$k")" 00 "$k on a clean link"
+done
+
 # After traffic (cached routes, open UDP tunnels), deleting a namespace removes its device and
 # releases its netdev at once.
 expect_ok ip netns del "$NS_A"

@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::mr::Op;
+use crate::stats::Counter;
 
 /// Why an in-sequence request is refused: the NAK to send (at `psn`, else at the request's
 /// PSN) and the status of the receive completion it ends, if one is in progress.
@@ -62,6 +63,17 @@ impl QpInner {
             Operation::AtomicAcknowledge => ResponseKind::AtomicAck,
             _ => return,
         };
+        match kind {
+            ResponseKind::Ack {
+                syndrome: Syndrome::RnrNak { .. },
+                ..
+            } => self.dev.tx.stats.inc(Counter::RcvdRnrNak),
+            ResponseKind::Ack {
+                syndrome: Syndrome::Nak(_),
+                ..
+            } => self.dev.tx.stats.inc(Counter::RcvdNak),
+            _ => {}
+        }
         let Some(req) = st.req.as_mut() else { return };
         let action = req.on_response(
             now,
@@ -101,6 +113,11 @@ impl QpInner {
     }
 
     pub(super) fn send_ack(&self, st: &QpState, a: &Ack) {
+        self.dev.tx.stats.inc(match a.syndrome {
+            Syndrome::Ack { .. } => Counter::AckSent,
+            Syndrome::RnrNak { .. } => Counter::RnrNakSent,
+            Syndrome::Nak(_) => Counter::NakSent,
+        });
         let Some(path) = self.tx_path(st) else { return };
         let mut h = Headers::new(self.bth(st, Opcode::RcAcknowledge, a.psn));
         h.aeth = Some(Aeth::new(a.syndrome, a.msn));
@@ -176,9 +193,15 @@ impl QpInner {
                 }
             },
             ResponderAction::ReAck(a) | ResponderAction::Nak(a) | ResponderAction::RnrNak(a) => {
+                if matches!(a.syndrome, Syndrome::Ack { .. }) {
+                    self.dev.tx.stats.inc(Counter::DuplicateRequest);
+                } else if matches!(a.syndrome, Syndrome::Nak(NakCode::PsnSequenceError)) {
+                    self.dev.tx.stats.inc(Counter::OutOfSeqRequest);
+                }
                 self.send_ack(st, &a)
             }
             ResponderAction::Replay { slot, from, count } => {
+                self.dev.tx.stats.inc(Counter::DuplicateRequest);
                 // A duplicate READ whose R_Key no longer gives access (invalidated,
                 // deregistered) is refused like a new one, and nothing of it is resent.
                 if let Err(psn) = self.replay(st, slot, from, count) {

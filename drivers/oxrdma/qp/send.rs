@@ -3,6 +3,7 @@
 //! transmitting request packets, timers, and send completions.
 
 use super::*;
+use crate::stats::Counter;
 
 /// Most passes of one [`QpInner::service`] call over the SQ ring.
 const SERVICE_PASSES: u32 = 4;
@@ -27,10 +28,11 @@ impl QpInner {
         }
         if let Some(req) = st.req.as_mut() {
             match req.on_timer(now) {
-                TimerAction::Error(_)
-                | TimerAction::Nothing
-                | TimerAction::Retransmit
-                | TimerAction::Resume => {}
+                TimerAction::Retransmit => self.dev.tx.stats.inc(Counter::Retransmits),
+                TimerAction::Error(RcError::RetryExceeded | RcError::RnrRetryExceeded) => {
+                    self.dev.tx.stats.inc(Counter::RetryExceeded)
+                }
+                TimerAction::Error(_) | TimerAction::Nothing | TimerAction::Resume => {}
             }
         }
         // Passes over the ring while the process keeps publishing WQEs just as the kernel
