@@ -37,7 +37,13 @@ kernel: setup
 	@$(ROOT)/scripts/build-kernel.sh $(VARIANT)
 
 # The kernel build is a prerequisite only for the project's own test kernel.
+# Kbuild does not notice that the kernel tree changed (test, debug and bench kernels): the
+# objects of another tree are removed first (the tree last built for is in .oxrdma-kdir).
 modules: $(if $(filter $(TEST_KDIR),$(KDIR)),kernel)
+	@if [ "$$(cat $(ROOT)/.oxrdma-kdir 2>/dev/null)" != "$(KDIR)" ]; then \
+		$(MAKE) -s -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) clean; \
+		echo "$(KDIR)" >$(ROOT)/.oxrdma-kdir; \
+	fi
 	$(MAKE) -C $(KDIR) M=$(ROOT) $(KMAKE_VARS) modules
 
 provider: setup
