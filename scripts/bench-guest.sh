@@ -1,88 +1,183 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Runs in the test VM (scripts/bench.sh). One veth pair carries, in turn:
-#   1. rxe: two rxe devices, both veth ends in the root namespace (rxe works only there);
-#   2. oxroce: the same two veth ends moved into namespaces oxa and oxb, an oxroce device on each;
-#   3. TCP: iperf3 between the two namespaces over the same ends.
-# RDMA figures are perftest's: ib_write_bw at 64 KiB (average MB/s over a timed run) and
-# ib_send_lat at 2 bytes (typical latency, us). Everything runs under QEMU TCG: the absolute
-# numbers mean little, the ratios between the columns are the point.
+# Runs in the bench VM (scripts/bench.sh): one VM, 2 vCPUs, three veth pairs:
+#   rxe     rxe0 <-> rxe1 on oxv0/oxv1, both in the root namespace (rxe works only there);
+#   oxroce  oxa_r <-> oxb_r on oxa0/oxb0, in namespaces oxa and oxb;
+#   mixed   oxroce in namespace oxn (oxn0) <-> rxe2 on oxr0 in the root namespace;
+# TCP (iperf3) and the UDP round trip (sockperf) run over oxa0/oxb0.
+# Each round measures every system once, in an order that rotates between rounds; results go
+# to $OX_OUT/raw.txt as "ROUND KEY VALUE" lines for scripts/bench-report.py.
+#   OX_BENCH_ROUNDS (5), OX_BENCH_SECONDS (3), OX_BENCH_LAT_ITERS (2000), OX_BENCH_QUICK=1
+#   (one size, no MTU 9000 and QP sweeps: a smoke run).
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
 
-DUR=${OX_BENCH_SECONDS:-4}
+ROUNDS=${OX_BENCH_ROUNDS:-5}
+DUR=${OX_BENCH_SECONDS:-3}
 LAT_ITERS=${OX_BENCH_LAT_ITERS:-2000}
-declare -A res=()
+QUICK=${OX_BENCH_QUICK:-0}
+RAW=$OX_OUT/raw.txt
+: >"$RAW"
+round=0
 
-# perf KEY SERVER-NS SERVER-DEV SERVER-GID CLIENT-NS CLIENT-DEV CLIENT-GID SERVER-IP
-perf() {
-	local key=$1 sns=$2 sdev=$3 sgid=$4 cns=$5 cdev=$6 cgid=$7 sip=$8 row
-	run_pair --port 18515 --server-ns "$sns" --client-ns "$cns" 120 \
-		ib_write_bw -F -D "$DUR" -s 65536 -d "$sdev" -x "$sgid" -- \
-		ib_write_bw -F -D "$DUR" -s 65536 -d "$cdev" -x "$cgid" "$sip"
-	row=$(grep -E '^[[:space:]]*65536[[:space:]]' <<<"$PAIR_CLIENT_OUT") ||
-		fail "$key ib_write_bw: no result row: $PAIR_CLIENT_OUT"
-	res[$key,bw]=$(awk '{print $4}' <<<"$row")
-	run_pair --port 18515 --server-ns "$sns" --client-ns "$cns" 120 \
-		ib_send_lat -F -n "$LAT_ITERS" -s 2 -d "$sdev" -x "$sgid" -- \
-		ib_send_lat -F -n "$LAT_ITERS" -s 2 -d "$cdev" -x "$cgid" "$sip"
+record() { echo "$round $1 $2" >>"$RAW"; }
+
+# Busy and total jiffies of all CPUs (/proc/stat), for CPU time per GB.
+cpu_jiffies() {
+	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat
+}
+
+# sys_args SYSTEM: server and client placement of a system, as variables.
+sys_args() {
+	case $1 in
+	oxroce) SNS=$NS_B CNS=$NS_A SDEV=oxb_r CDEV=oxa_r SGID=$G_OXB CGID=$G_OXA SIP=$NS_B_IP4;;
+	rxe) SNS= CNS= SDEV=rxe1 CDEV=rxe0 SGID=$G_RXE1 CGID=$G_RXE0 SIP=$VETH_B_IP4;;
+	mixed) SNS= CNS=$RN_NS SDEV=rxe2 CDEV=oxn_r SGID=$G_RXE2 CGID=$G_OXN SIP=$RN_ROOT_IP4;;
+	esac
+}
+
+# bw SYSTEM TOOL SIZE TAG [PERFTEST OPTIONS...]: bandwidth (MB/s, perftest's 2^20) and CPU
+# seconds per GB moved, recorded as SYSTEM.TOOL.SIZE[TAG] and ....cpu_per_gb.
+bw() {
+	local sys=$1 tool=$2 size=$3 tag=$4 row mbs j0 j1 busy
+	shift 4
+	sys_args "$sys"
+	read -r j0 _ < <(cpu_jiffies)
+	run_pair --port 18515 --server-ns "$SNS" --client-ns "$CNS" 120 \
+		"$tool" -F -D "$DUR" -s "$size" -d "$SDEV" -x "$SGID" "$@" -- \
+		"$tool" -F -D "$DUR" -s "$size" -d "$CDEV" -x "$CGID" "$@" "$SIP"
+	read -r j1 _ < <(cpu_jiffies)
+	row=$(grep -E "^[[:space:]]*$size[[:space:]]" <<<"$PAIR_CLIENT_OUT" | tail -1) ||
+		fail "$sys $tool $size$tag: no result row: $PAIR_CLIENT_OUT"
+	mbs=$(awk '{print $4}' <<<"$row")
+	busy=$((j1 - j0))
+	record "$sys.$tool.$size$tag" "$mbs"
+	# CPU seconds (USER_HZ jiffies / 100) per 2^30 bytes moved in DUR seconds.
+	record "$sys.$tool.$size$tag.cpu_per_gb" \
+		"$(awk -v b="$busy" -v m="$mbs" -v d="$DUR" 'BEGIN { if (m > 0) printf "%.2f", (b / 100) / (m * d / 1024); else print "nan" }')"
+	info "$sys $tool $size$tag: $mbs MB/s"
+}
+
+# lat SYSTEM TOOL: typical (median) and 99th percentile latency of 2-byte messages, us.
+lat() {
+	local sys=$1 tool=$2 row
+	sys_args "$sys"
+	run_pair --port 18515 --server-ns "$SNS" --client-ns "$CNS" 120 \
+		"$tool" -F -n "$LAT_ITERS" -s 2 -d "$SDEV" -x "$SGID" -- \
+		"$tool" -F -n "$LAT_ITERS" -s 2 -d "$CDEV" -x "$CGID" "$SIP"
 	row=$(grep -E "^[[:space:]]*2[[:space:]]+$LAT_ITERS[[:space:]]" <<<"$PAIR_CLIENT_OUT") ||
-		fail "$key ib_send_lat: no result row: $PAIR_CLIENT_OUT"
-	res[$key,lat]=$(awk '{print $5}' <<<"$row")
-	info "$key: ib_write_bw 64K ${res[$key,bw]} MB/s, ib_send_lat 2B ${res[$key,lat]} us"
+		fail "$sys $tool: no result row: $PAIR_CLIENT_OUT"
+	record "$sys.$tool.p50" "$(awk '{print $5}' <<<"$row")"
+	record "$sys.$tool.p99" "$(awk '{print $8}' <<<"$row")"
+	info "$sys $tool: $(awk '{print "p50 " $5 " us, p99 " $8 " us"}' <<<"$row")"
+}
+
+# tcp STREAMS TAG: iperf3 between the namespaces.
+tcp() {
+	local n=$1 tag=$2 mbits j0 j1
+	read -r j0 _ < <(cpu_jiffies)
+	run_pair --port 5201 --server-ns "$NS_B" --client-ns "$NS_A" 60 \
+		iperf3 -s -1 -B "$NS_B_IP4" -- iperf3 -c "$NS_B_IP4" -t "$DUR" -l 64K -P "$n" -f m
+	read -r j1 _ < <(cpu_jiffies)
+	mbits=$(awk '/SUM.*receiver|[0-9] +sec.*receiver/ {v = $(NF - 2)} END {print v}' <<<"$PAIR_CLIENT_OUT")
+	[ -n "$mbits" ] || fail "iperf3: no receiver line: $PAIR_CLIENT_OUT"
+	local mbs
+	mbs=$(awk -v m="$mbits" 'BEGIN { printf "%.2f", m * 1000000 / 8 / 1048576 }')
+	record "tcp.$n$tag" "$mbs"
+	record "tcp.$n$tag.cpu_per_gb" \
+		"$(awk -v b="$((j1 - j0))" -v m="$mbs" -v d="$DUR" 'BEGIN { if (m > 0) printf "%.2f", (b / 100) / (m * d / 1024); else print "nan" }')"
+	info "tcp $n stream(s)$tag: $mbs MB/s"
+}
+
+# udp_rtt: sockperf ping-pong of small datagrams between the namespaces; one-way latency
+# (half the round trip, as perftest reports), median and 99th percentile, us.
+udp_rtt() {
+	local out
+	ip netns exec "$NS_B" sockperf server -i "$NS_B_IP4" -p 11111 >/dev/null 2>&1 &
+	local spid=$!
+	sleep 1
+	out=$(timeout 60 ip netns exec "$NS_A" sockperf ping-pong -i "$NS_B_IP4" -p 11111 -m 14 \
+		-t "$DUR" 2>&1) || fail "sockperf: $out"
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	record udp.p50 "$(awk '/percentile 50.000 =/ {print $NF}' <<<"$out")"
+	record udp.p99 "$(awk '/percentile 99.000 =/ {print $NF}' <<<"$out")"
+	info "udp round trip: $(grep -E 'percentile (50|99)\.000' <<<"$out" | tr -s ' ' | tr '\n' ';')"
+}
+
+# counters DEV TAG: oxroce counters after a round, as SYSTEM.counter.NAME.
+counters() {
+	local dev=$1 ns=$2 k v
+	read -r -a kv < <(ip netns exec "$ns" rdma statistic show link "$dev/1" | sed 's/^link [^ ]* //')
+	for ((i = 0; i + 1 < ${#kv[@]}; i += 2)); do
+		k=${kv[i]} v=${kv[i + 1]}
+		record "oxroce.counter.$dev.$k" "$v"
+	done
+}
+
+set_mtu() {
+	local m=$1
+	ip link set "$VETH_A" mtu "$m"; ip link set "$VETH_B" mtu "$m"
+	ip -n "$NS_A" link set "$NS_A_DEV" mtu "$m"; ip -n "$NS_B" link set "$NS_B_DEV" mtu "$m"
+	sleep 1
 }
 
 modprobe ib_uverbs
 use_provider
-
-# 1. rxe on the root-namespace veth pair.
 veth_root
+ns_pair
+root_ns_pair
 rxe_add rxe0 "$VETH_A"
 rxe_add rxe1 "$VETH_B"
-g0=$(roce_gid_index rxe0 "$(ipv4_gid "$VETH_A_IP4")") || fail "rxe0: no RoCE v2 IPv4 GID"
-g1=$(roce_gid_index rxe1 "$(ipv4_gid "$VETH_B_IP4")") || fail "rxe1: no RoCE v2 IPv4 GID"
-perf rxe "" rxe1 "$g1" "" rxe0 "$g0" "$VETH_B_IP4"
-link_del rxe0
-link_del rxe1
-expect_ok rmmod rdma_rxe
+rxe_add rxe2 "$RN_ROOT_DEV"
+rdma_link_add -n "$NS_A" oxa_r oxroce "$NS_A_DEV"
+rdma_link_add -n "$NS_B" oxb_r oxroce "$NS_B_DEV"
+rdma_link_add -n "$RN_NS" oxn_r oxroce "$RN_DEV"
+G_RXE0=$(roce_gid_index rxe0 "$(ipv4_gid "$VETH_A_IP4")") || fail "rxe0: no GID"
+G_RXE1=$(roce_gid_index rxe1 "$(ipv4_gid "$VETH_B_IP4")") || fail "rxe1: no GID"
+G_RXE2=$(roce_gid_index rxe2 "$(ipv4_gid "$RN_ROOT_IP4")") || fail "rxe2: no GID"
+G_OXA=$(roce_gid_index oxa_r "$(ipv4_gid "$NS_A_IP4")") || fail "oxa_r: no GID"
+G_OXB=$(roce_gid_index oxb_r "$(ipv4_gid "$NS_B_IP4")") || fail "oxb_r: no GID"
+G_OXN=$(roce_gid_index oxn_r "$(ipv4_gid "$RN_IP4")") || fail "oxn_r: no GID"
 
-# 2. oxroce: the same veth ends, each in its own namespace.
-for ns in "$NS_A" "$NS_B"; do
-	_ox_netns_gone "$ns" || fail "cannot delete the old netns $ns"
-	at_exit _ox_netns_gone "$ns"
-	expect_ok ip netns add "$ns"
+if [ "$QUICK" = 1 ]; then
+	sizes=(65536)
+else
+	sizes=(64 1024 4096 65536 1048576)
+fi
+for round in $(seq 1 "$ROUNDS"); do
+	info "== round $round of $ROUNDS"
+	if ((round % 2)); then order=(oxroce rxe); else order=(rxe oxroce); fi
+	for s in "${sizes[@]}"; do
+		for sys in "${order[@]}"; do bw "$sys" ib_write_bw "$s" ""; done
+	done
+	for sys in "${order[@]}"; do
+		bw "$sys" ib_read_bw 65536 ""
+		bw "$sys" ib_send_bw 65536 ""
+		bw "$sys" ib_write_bw 65536 .bidir -b
+		lat "$sys" ib_send_lat
+		lat "$sys" ib_write_lat
+	done
+	if [ "$QUICK" != 1 ]; then
+		for q in 4 16; do
+			for sys in "${order[@]}"; do bw "$sys" ib_write_bw 65536 ".q$q" -q "$q"; done
+		done
+	fi
+	bw mixed ib_write_bw 65536 ""
+	lat mixed ib_send_lat
+	tcp 1 ""
+	tcp 2 ""
+	udp_rtt
+	if [ "$QUICK" != 1 ]; then
+		set_mtu 9000
+		for sys in "${order[@]}"; do bw "$sys" ib_write_bw 65536 .mtu9000 -m 4096; done
+		tcp 1 .mtu9000
+		set_mtu 1500
+	fi
 done
-expect_ok ip link set "$VETH_A" netns "$NS_A"
-expect_ok ip link set "$VETH_B" netns "$NS_B"
-expect_ok ip -n "$NS_A" addr add "$NS_A_IP4/24" dev "$VETH_A"
-expect_ok ip -n "$NS_B" addr add "$NS_B_IP4/24" dev "$VETH_B"
-for ns in "$NS_A" "$NS_B"; do
-	expect_ok ip -n "$ns" link set lo up
-done
-expect_ok ip -n "$NS_A" link set "$VETH_A" up
-expect_ok ip -n "$NS_B" link set "$VETH_B" up
-wait_until 5 _ox_lower_up "$NS_A" "$VETH_A" || fail "$VETH_A has no carrier"
-wait_until 5 _ox_lower_up "$NS_B" "$VETH_B" || fail "$VETH_B has no carrier"
-rdma_link_add -n "$NS_A" oxa_r oxroce "$VETH_A"
-rdma_link_add -n "$NS_B" oxb_r oxroce "$VETH_B"
-ga=$(roce_gid_index oxa_r "$(ipv4_gid "$NS_A_IP4")") || fail "oxa_r: no RoCE v2 IPv4 GID"
-gb=$(roce_gid_index oxb_r "$(ipv4_gid "$NS_B_IP4")") || fail "oxb_r: no RoCE v2 IPv4 GID"
-perf oxroce "$NS_B" oxb_r "$gb" "$NS_A" oxa_r "$ga" "$NS_B_IP4"
-
-# 3. TCP over the same ends.
-run_pair --port 5201 --server-ns "$NS_B" --client-ns "$NS_A" 60 \
-	iperf3 -s -1 -B "$NS_B_IP4" -- iperf3 -c "$NS_B_IP4" -t "$DUR" -l 64K -f m
-res[tcp,bw]=$(awk '/receiver/ {print $7}' <<<"$PAIR_CLIENT_OUT")
-[ -n "${res[tcp,bw]}" ] || fail "iperf3: no receiver line: $PAIR_CLIENT_OUT"
-# MB/s as perftest counts (2^20 bytes): Mbit/s * 10^6 / 8 / 2^20.
-res[tcp,bw]=$(awk -v m="${res[tcp,bw]}" 'BEGIN { printf "%.2f", m * 1000000 / 8 / 1048576 }')
-
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
-echo "== bench results (QEMU TCG, 2 vCPUs; one veth pair; ${DUR} s bandwidth runs, $LAT_ITERS latency iterations)"
-printf '%-34s %12s %12s %12s %16s\n' "" oxroce rxe TCP "oxroce / rxe"
-printf '%-34s %12s %12s %12s %16s\n' "ib_write_bw 64 KiB, MB/s (higher)" \
-	"${res[oxroce,bw]}" "${res[rxe,bw]}" "${res[tcp,bw]}" "$(ratio "${res[oxroce,bw]}" "${res[rxe,bw]}")"
-printf '%-34s %12s %12s %12s %16s\n' "ib_send_lat 2 B, typical us (lower)" \
-	"${res[oxroce,lat]}" "${res[rxe,lat]}" "-" "$(ratio "${res[oxroce,lat]}" "${res[rxe,lat]}")"
+round=0
+counters oxa_r "$NS_A"
+counters oxb_r "$NS_B"
+info "raw results: $(wc -l <"$RAW") lines"
 pass
