@@ -9,7 +9,7 @@
 //!
 //! # Object layouts and lifetimes
 //!
-//! ib_core allocates the user context, PD, CQ, QP and SRQ with the size the ops table gives:
+//! ib_core allocates the user context, PD, CQ, QP, SRQ and AH with the size the ops table gives:
 //! the `struct ib_*` first (its `container_of` contract), then the driver's part, here an
 //! [`Obj`]. The driver's part is initialised when the driver's create succeeds and dropped in
 //! the matching destroy callback, which ib_core calls exactly once per successful create;
@@ -23,14 +23,14 @@
 use super::super::bindings;
 use super::attrs::mtu_enum;
 use super::device::{Device, DeviceHandle, NewDevice};
-use super::driver::{CqInit, Driver, QpInit, SrqInit};
+use super::driver::{AhInit, CqInit, Driver, QpInit, SrqInit};
 use super::events::{CqEvents, EventObject, QpEvents, Revocable, SrqEvents};
 use super::kmem::{FastRegPages, KernelMem};
 use super::mmap::{self, MmapEntry};
 use super::udata::{Udata, UserCall};
 use super::umem::UserMem;
 use super::verbs::{qp_mask, Path, QpAttrs, QpCaps, QpState, QpType, SrqAttrs};
-use super::wr::{RecvWrs, SendWrs, WcSink};
+use super::wr::{AhOf, RecvWrs, SendWrs, WcSink};
 use core::marker::PhantomData;
 use core::mem::{size_of, MaybeUninit};
 use core::ptr::{addr_of_mut, NonNull};
@@ -177,6 +177,7 @@ type PdObj<T> = Obj<bindings::ib_pd, <T as Driver>::Pd>;
 type CqObj<T> = Obj<bindings::ib_cq, Tail<<T as Driver>::Cq, bindings::ib_cq>>;
 type QpObj<T> = Obj<bindings::ib_qp, Tail<<T as Driver>::Qp, bindings::ib_qp>>;
 type SrqObj<T> = Obj<bindings::ib_srq, Tail<<T as Driver>::Srq, bindings::ib_srq>>;
+type AhObj<T> = Obj<bindings::ib_ah, <T as Driver>::Ah>;
 
 /// An MR: allocated here, `ib` at offset 0 (ib_core's `container_of`), then the page list of
 /// a fast-registration MR (which `map_mr_sg` fills) and the driver's data.
@@ -206,6 +207,7 @@ impl<T: Driver> Adapter<T> {
             assert!(core::mem::align_of::<CqObj<T>>() <= 8);
             assert!(core::mem::align_of::<QpObj<T>>() <= 8);
             assert!(core::mem::align_of::<SrqObj<T>>() <= 8);
+            assert!(core::mem::align_of::<AhObj<T>>() <= 8);
             assert!(core::mem::align_of::<Device<T>>() <= 8);
         }
         let mut ops = Self::ops(module);
@@ -255,6 +257,10 @@ impl<T: Driver> Adapter<T> {
             get_dma_mr: Some(Self::get_dma_mr),
             reg_user_mr: Some(Self::reg_user_mr),
             alloc_mr: T::HAS_ALLOC_MR.then_some(Self::alloc_mr as _),
+            create_ah: T::HAS_CREATE_AH.then_some(Self::create_ah as _),
+            create_user_ah: (T::HAS_CREATE_AH && user).then_some(Self::create_ah as _),
+            destroy_ah: T::HAS_CREATE_AH.then_some(Self::destroy_ah as _),
+            query_ah: T::HAS_QUERY_AH.then_some(Self::query_ah as _),
             alloc_hw_port_stats: T::HAS_HW_STATS.then_some(Self::alloc_hw_port_stats as _),
             get_hw_stats: T::HAS_HW_STATS.then_some(Self::get_hw_stats as _),
             map_mr_sg: T::HAS_ALLOC_MR.then_some(Self::map_mr_sg as _),
@@ -264,6 +270,7 @@ impl<T: Driver> Adapter<T> {
             size_ib_cq: size_of::<CqObj<T>>(),
             size_ib_qp: size_of::<QpObj<T>>(),
             size_ib_srq: size_of::<SrqObj<T>>(),
+            size_ib_ah: size_of::<AhObj<T>>(),
             ..Default::default()
         }
     }
@@ -329,6 +336,7 @@ impl<T: Driver> Adapter<T> {
                 bindings::ib_atomic_cap_IB_ATOMIC_NONE
             };
             out.max_pkeys = a.max_pkeys;
+            out.max_ah = a.max_ah;
             out.local_ca_ack_delay = a.local_ca_ack_delay;
         }
         0
@@ -771,8 +779,14 @@ impl<T: Driver> Adapter<T> {
     ) -> c_int {
         // SAFETY: live QP (function contract).
         let qp = unsafe { &QpObj::<T>::part(ibqp).data };
-        // SAFETY: a valid chain for the call (function contract).
-        let mut wrs = unsafe { SendWrs::new(wr) };
+        // SAFETY: live QP; ib_core set its type before creating it.
+        let qp_type = unsafe { (*ibqp).qp_type };
+        let ud =
+            qp_type == bindings::ib_qp_type_IB_QPT_UD || qp_type == bindings::ib_qp_type_IB_QPT_GSI;
+        let ah: Option<AhOf<T::Ah>> = ud.then_some(Self::ah_of as _);
+        // SAFETY: a valid chain for the call (function contract): the WRs of a UD or GSI QP
+        // are `ib_ud_wr`s naming live AHs of this device, which `ah_of` resolves.
+        let mut wrs = unsafe { SendWrs::new(wr, ah) };
         let r = T::post_send(qp, &mut wrs);
         // SAFETY: `bad` is NULL or writable (function contract).
         unsafe { posted(r, bad, wrs.current()) }
@@ -793,6 +807,80 @@ impl<T: Driver> Adapter<T> {
         let r = T::post_recv(qp, &mut wrs);
         // SAFETY: `bad` is NULL or writable (function contract).
         unsafe { posted(r, bad, wrs.current()) }
+    }
+
+    // ---- AH -------------------------------------------------------------------------------------
+
+    /// # Safety
+    ///
+    /// Called by ib_core with a zeroed `AhObj<T>` of a registered `Device<T>` whose `pd` is a
+    /// live PD of it, a valid `init`, and `udata` NULL (a kernel caller) or the driver udata
+    /// of a user call (`create_user_ah`). Without `RDMA_CREATE_AH_SLEEPABLE`, atomic context.
+    unsafe extern "C" fn create_ah(
+        ibah: *mut bindings::ib_ah,
+        init: *mut bindings::rdma_ah_init_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: `ibah` is valid and its `device` is our registered device.
+            let dev = unsafe { Device::<T>::from_ib((*ibah).device) };
+            // SAFETY: `init` and its `ah_attr` are valid for the call.
+            let (attr, flags) = unsafe { (&*(*init).ah_attr, (*init).flags) };
+            let ai = AhInit::<T> {
+                // SAFETY: ib_core set `pd` to the live PD of the call (a `PdObj<T>`).
+                pd: unsafe { PdObj::<T>::part((*ibah).pd) },
+                path: path_from(attr)?,
+                sleepable: flags & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0,
+            };
+            // SAFETY: a non-NULL udata from ib_core is valid for the call.
+            let mut udata = NonNull::new(udata).map(|raw| unsafe { Udata::from_raw(raw) });
+            let data = T::create_ah(dev, ai, udata.as_mut())?;
+            // SAFETY: a new `AhObj<T>` (size from the ops table).
+            unsafe { AhObj::<T>::init(ibah, data) };
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core once per successfully created `AhObj<T>`.
+    unsafe extern "C" fn destroy_ah(ibah: *mut bindings::ib_ah, flags: u32) -> c_int {
+        // SAFETY: ib_core's one destroy of a created AH (function contract).
+        let data = unsafe { AhObj::<T>::take(ibah) };
+        T::destroy_ah(
+            &data,
+            flags & bindings::rdma_destroy_ah_flags_RDMA_DESTROY_AH_SLEEPABLE != 0,
+        );
+        drop(data);
+        0
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core on a live `AhObj<T>` with a valid `attr`.
+    unsafe extern "C" fn query_ah(
+        ibah: *mut bindings::ib_ah,
+        attr: *mut bindings::rdma_ah_attr,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: live AH (function contract).
+            let p = T::query_ah(unsafe { AhObj::<T>::part(ibah) })?;
+            // SAFETY: valid for writes (function contract).
+            let a = unsafe { &mut *attr };
+            *a = Default::default();
+            path_to(&p, 1, a);
+            Ok(0)
+        })
+    }
+
+    /// The driver data of a live AH of the device (a UD WR's).
+    ///
+    /// # Safety
+    ///
+    /// `ibah` is a live `AhObj<T>`.
+    unsafe fn ah_of(ibah: *mut bindings::ib_ah) -> *const T::Ah {
+        // SAFETY: function contract.
+        unsafe { AhObj::<T>::part(ibah) }
     }
 
     // ---- SRQ ------------------------------------------------------------------------------------
@@ -1226,6 +1314,20 @@ fn path_from(ah: &bindings::rdma_ah_attr) -> Result<Path> {
     })
 }
 
+/// Writes a RoCE address (without a source GID attribute reference) into `ah`.
+fn path_to(p: &Path, port: u32, ah: &mut bindings::rdma_ah_attr) {
+    ah.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
+    ah.port_num = port;
+    ah.sl = p.sl;
+    ah.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
+    ah.grh.dgid.raw = p.dgid;
+    ah.grh.sgid_index = p.sgid_index;
+    ah.grh.hop_limit = p.hop_limit;
+    ah.grh.traffic_class = p.traffic_class;
+    ah.grh.flow_label = p.flow_label;
+    ah.__bindgen_anon_1.roce.dmac = p.dmac;
+}
+
 fn qp_attrs_from(a: &bindings::ib_qp_attr, m: u32) -> Result<QpAttrs> {
     let has = |bit: u32| m & bit != 0;
     let state = |raw| QpState::from_raw(raw).ok_or(EINVAL);
@@ -1288,16 +1390,7 @@ fn qp_attrs_to(
     a.port_num = q.port.unwrap_or(1);
     caps_to(&q.caps, &mut a.cap);
     if let Some(p) = q.path {
-        a.ah_attr.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
-        a.ah_attr.port_num = a.port_num;
-        a.ah_attr.sl = p.sl;
-        a.ah_attr.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
-        a.ah_attr.grh.dgid.raw = p.dgid;
-        a.ah_attr.grh.sgid_index = p.sgid_index;
-        a.ah_attr.grh.hop_limit = p.hop_limit;
-        a.ah_attr.grh.traffic_class = p.traffic_class;
-        a.ah_attr.grh.flow_label = p.flow_label;
-        a.ah_attr.__bindgen_anon_1.roce.dmac = p.dmac;
+        path_to(&p, a.port_num, &mut a.ah_attr);
     }
     caps_to(&q.caps, &mut ia.cap);
     ia.qp_type = qp_type;

@@ -116,6 +116,8 @@ pub struct DeviceAttrs {
     pub atomic_glob: bool,
     /// Maximum partition keys.
     pub max_pkeys: u16,
+    /// Maximum address handles.
+    pub max_ah: i32,
     /// Local CA ACK delay (4.096 us * 2^value).
     pub local_ca_ack_delay: u8,
 }
@@ -157,6 +159,12 @@ pub mod core_cap {
     pub const PROT_IWARP: u32 = bindings::RDMA_CORE_CAP_PROT_IWARP;
     /// Address handles carry Ethernet addresses, resolved by ib_core.
     pub const ETH_AH: u32 = bindings::RDMA_CORE_CAP_ETH_AH;
+    /// Management datagrams: ib_mad opens the port (needs a GSI QP, QP 1).
+    pub const IB_MAD: u32 = bindings::RDMA_CORE_CAP_IB_MAD;
+    /// The IB connection manager (ib_cm, over the GSI QP).
+    pub const IB_CM: u32 = bindings::RDMA_CORE_CAP_IB_CM;
+    /// rdma_cm's native InfiniBand addressing (AF_IB).
+    pub const AF_IB: u32 = bindings::RDMA_CORE_CAP_AF_IB;
     /// The iWARP connection manager (needs the `iw_*` ops).
     pub const IW_CM: u32 = bindings::RDMA_CORE_CAP_IW_CM;
 }

@@ -19,7 +19,7 @@ use super::events::{CqEvents, QpEvents, SrqEvents};
 use super::kmem::{FastRegPages, KernelMem};
 use super::udata::{Udata, UserCall};
 use super::umem::UserMem;
-use super::verbs::{QpAttrs, QpCaps, QpType, SrqAttrs};
+use super::verbs::{Path, QpAttrs, QpCaps, QpType, SrqAttrs};
 use super::wr::{RecvWrs, SendWrs, WcSink};
 use kernel::{prelude::*, str::CStr, sync::Arc};
 
@@ -65,6 +65,17 @@ pub struct SrqInit<'a, T: Driver> {
     pub attrs: SrqAttrs,
     /// The SRQ's events.
     pub events: SrqEvents,
+}
+
+/// What an address handle is created from (`create_ah`, `create_user_ah`).
+pub struct AhInit<'a, T: Driver> {
+    /// The AH's protection domain.
+    pub pd: &'a T::Pd,
+    /// The destination, resolved by ib_core (destination MAC, source GID attribute).
+    pub path: Path,
+    /// The caller may sleep (`RDMA_CREATE_AH_SLEEPABLE`); otherwise the create must not
+    /// (kernel users create AHs from atomic context).
+    pub sleepable: bool,
 }
 
 /// A CQ a driver created.
@@ -132,6 +143,8 @@ pub trait Driver: Send + Sync + Sized + 'static {
     type Srq: Send + Sync;
     /// Memory region data (`struct ib_mr`).
     type Mr: Send + Sync;
+    /// An address handle's data.
+    type Ah: Send + Sync;
 
     // ---- required by ib_core of every device ------------------------------------------------
 
@@ -165,7 +178,7 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// Posts send work requests; on an error, the request taken last is reported as the bad
     /// one. For a process's QP the chain comes from the uverbs `POST_SEND` command (and may be
     /// empty).
-    fn post_send(qp: &Self::Qp, wrs: &mut SendWrs<'_>) -> Result;
+    fn post_send(qp: &Self::Qp, wrs: &mut SendWrs<'_, Self::Ah>) -> Result;
     /// Posts receive work requests to a QP's receive queue (see [`Driver::post_send`]).
     fn post_recv(qp: &Self::Qp, wrs: &mut RecvWrs<'_>) -> Result;
     /// A DMA MR of a kernel user with `IB_ACCESS_*` rights `access` over all of `mem`.
@@ -196,6 +209,8 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn destroy_srq(_srq: &Self::Srq) {}
     /// The MR is being deregistered.
     fn dereg_mr(_mr: &Self::Mr) {}
+    /// An address handle is being destroyed (`sleepable`: the caller may sleep).
+    fn destroy_ah(_ah: &Self::Ah, _sleepable: bool) {}
 
     // ---- optional ops: NULL in the ops table unless implemented ----------------------------
 
@@ -243,6 +258,19 @@ pub trait Driver: Send + Sync + Sized + 'static {
         _max_pages: u32,
         _pages: Arc<FastRegPages>,
     ) -> Result<MrCreated<Self::Mr>> {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Creates an address handle, for a kernel user or (`user`) a process, whose response
+    /// the driver writes. Both `create_ah` and `create_user_ah` of the ops table.
+    fn create_ah(
+        _dev: &Device<Self>,
+        _init: AhInit<'_, Self>,
+        _user: Option<&mut Udata<'_>>,
+    ) -> Result<Self::Ah> {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// The destination of an address handle.
+    fn query_ah(_ah: &Self::Ah) -> Result<Path> {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
     /// The current values of port `port`'s counters, in [`Driver::HW_STATS`] order (`out` has

@@ -7,7 +7,7 @@
 //! concurrently: a driver's hooks must not sleep.
 //!
 //! C: `include/rdma/ib_verbs.h` (`struct ib_send_wr` and its containers `ib_rdma_wr`,
-//! `ib_atomic_wr`, `ib_reg_wr`; `struct ib_recv_wr`, `struct ib_wc`).
+//! `ib_atomic_wr`, `ib_reg_wr`, `ib_ud_wr`; `struct ib_recv_wr`, `struct ib_wc`).
 
 use super::super::bindings;
 use super::events::QpEvents;
@@ -101,8 +101,20 @@ pub enum SendOp {
     },
 }
 
+/// Where a datagram (UD or GSI QP) goes.
+pub struct UdDest<'a, A> {
+    /// The address handle's data (a live AH of the QP's device).
+    pub ah: &'a A,
+    /// Destination QP.
+    pub remote_qpn: u32,
+    /// Destination Q_Key (high bit set: use the QP's own Q_Key).
+    pub remote_qkey: u32,
+    /// P_Key index (GSI only).
+    pub pkey_index: u16,
+}
+
 /// A send work request of a kernel user.
-pub struct SendWr<'a> {
+pub struct SendWr<'a, A = ()> {
     /// Returned in the completion (for `wr_cqe` users, the pointer's value).
     pub wr_id: u64,
     /// The operation.
@@ -117,9 +129,11 @@ pub struct SendWr<'a> {
     pub inline: bool,
     /// The data.
     pub sges: &'a [Sge],
+    /// The destination of a UD or GSI QP's request.
+    pub ud: Option<UdDest<'a, A>>,
 }
 
-impl SendWr<'_> {
+impl<A> SendWr<'_, A> {
     /// Bytes the SGEs describe.
     pub fn len(&self) -> u64 {
         self.sges.iter().map(|s| u64::from(s.length)).sum()
@@ -213,6 +227,39 @@ pub struct Wc<'a> {
     pub invalidated: Option<u32>,
     /// The QP it completes work of.
     pub qp: &'a QpEvents,
+    /// UD receives: the sending QP.
+    pub src_qp: u32,
+    /// UD receives: the first 40 bytes of the buffer hold the network header (`IB_WC_GRH`).
+    pub grh: bool,
+    /// UD receives: the network header's type (`IB_WC_WITH_NETWORK_HDR_TYPE`).
+    pub network: Option<NetworkType>,
+    /// UD receives: the sender's MAC address (`IB_WC_WITH_SMAC`).
+    pub smac: Option<[u8; 6]>,
+    /// UD receives: the P_Key index.
+    pub pkey_index: u16,
+    /// UD receives: the service level.
+    pub sl: u8,
+}
+
+/// The network header of a received datagram (`enum rdma_network_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetworkType {
+    /// RoCE v1: an InfiniBand GRH.
+    RoceV1,
+    /// RoCE v2 over IPv4.
+    Ipv4,
+    /// RoCE v2 over IPv6.
+    Ipv6,
+}
+
+impl NetworkType {
+    fn to_raw(self) -> u8 {
+        (match self {
+            Self::RoceV1 => bindings::rdma_network_type_RDMA_NETWORK_ROCE_V1,
+            Self::Ipv4 => bindings::rdma_network_type_RDMA_NETWORK_IPV4,
+            Self::Ipv6 => bindings::rdma_network_type_RDMA_NETWORK_IPV6,
+        }) as u8
+    }
 }
 
 /// The caller's `ib_wc` array being filled by a poll.
@@ -252,6 +299,19 @@ impl WcSink<'_> {
             flags |= bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
             ex.invalidate_rkey = key;
         }
+        if wc.grh {
+            flags |= bindings::ib_wc_flags_IB_WC_GRH;
+        }
+        let mut network_hdr_type = 0;
+        if let Some(n) = wc.network {
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE;
+            network_hdr_type = n.to_raw();
+        }
+        let mut smac = [0u8; 6];
+        if let Some(m) = wc.smac {
+            flags |= bindings::ib_wc_flags_IB_WC_WITH_SMAC;
+            smac = m;
+        }
         let mut e = bindings::ib_wc {
             status: u32::from(wc.status),
             opcode: wc.opcode.to_raw(),
@@ -259,8 +319,13 @@ impl WcSink<'_> {
             byte_len: wc.byte_len,
             qp,
             ex,
+            src_qp: wc.src_qp,
             wc_flags: flags as c_int,
+            pkey_index: wc.pkey_index,
+            sl: wc.sl,
             port_num: 1,
+            smac,
+            network_hdr_type,
             ..Default::default()
         };
         e.__bindgen_anon_1.wr_id = wc.wr_id;
@@ -310,8 +375,12 @@ unsafe fn sges<'a>(p: *const bindings::ib_sge, n: c_int) -> Result<&'a [Sge]> {
 
 /// # Safety
 ///
-/// `wr` is a valid send WR of a kernel user (its container matches its opcode), live for `'a`.
-unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
+/// `wr` is a valid send WR of a kernel user (its container matches its opcode and, with `ah`,
+/// is an `ib_ud_wr` whose AH `ah` resolves), live for `'a`.
+unsafe fn send_wr<'a, A>(
+    wr: *const bindings::ib_send_wr,
+    ah: Option<AhOf<A>>,
+) -> Result<SendWr<'a, A>> {
     // SAFETY: function contract.
     let w = unsafe { &*wr };
     let rdma = || {
@@ -381,6 +450,25 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
         }
         _ => return Err(EINVAL),
     };
+    let ud = match ah {
+        Some(ah_of) => {
+            // SAFETY: a UD or GSI QP's WRs come in an `ib_ud_wr`, whose first member is the WR
+            // (function contract).
+            let u = unsafe { &*wr.cast::<bindings::ib_ud_wr>() };
+            if u.ah.is_null() {
+                return Err(EINVAL);
+            }
+            Some(UdDest {
+                // SAFETY: the WR's AH is a live AH of the QP's device while the post runs, and
+                // `ah_of` resolves such an AH to its driver data (function contract).
+                ah: unsafe { &*ah_of(u.ah) },
+                remote_qpn: u.remote_qpn,
+                remote_qkey: u.remote_qkey,
+                pkey_index: u.pkey_index,
+            })
+        }
+        None => None,
+    };
     let f = w.send_flags;
     Ok(SendWr {
         // SAFETY: `wr_id` and `wr_cqe` share the storage; either is returned as is.
@@ -392,8 +480,12 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
         inline: f & bindings::ib_send_flags_IB_SEND_INLINE as c_int != 0,
         // SAFETY: the WR's SGE array (function contract).
         sges: unsafe { sges(w.sg_list, w.num_sge)? },
+        ud,
     })
 }
+
+/// Resolves an `ib_ah` of the device to its driver data (the adapter's object layout).
+pub(super) type AhOf<A> = unsafe fn(*mut bindings::ib_ah) -> *const A;
 
 /// A chain of send work requests being posted (`post_send`). The driver takes them one by one;
 /// when it returns an error, the request it was at is reported back as the bad one.
@@ -401,22 +493,25 @@ unsafe fn send_wr<'a>(wr: *const bindings::ib_send_wr) -> Result<SendWr<'a>> {
 /// # Invariants
 ///
 /// `next` and `cur` are NULL or WRs of a valid chain of a kernel user (each in the container
-/// its opcode names), live for `'a`.
-pub struct SendWrs<'a> {
+/// its opcode names; with `ah`, `ib_ud_wr`s whose AHs `ah` resolves), live for `'a`.
+pub struct SendWrs<'a, A = ()> {
     next: *const bindings::ib_send_wr,
     cur: *const bindings::ib_send_wr,
-    _p: PhantomData<&'a bindings::ib_send_wr>,
+    ah: Option<AhOf<A>>,
+    _p: PhantomData<(&'a bindings::ib_send_wr, &'a A)>,
 }
 
-impl<'a> SendWrs<'a> {
+impl<'a, A> SendWrs<'a, A> {
     /// # Safety
     ///
-    /// `first` is NULL or the head of a valid chain, live for `'a`.
-    pub(super) unsafe fn new(first: *const bindings::ib_send_wr) -> Self {
+    /// `first` is NULL or the head of a valid chain, live for `'a`; with `ah` (a UD or GSI
+    /// QP), its WRs are `ib_ud_wr`s whose AHs are live AHs of the device, which `ah` resolves.
+    pub(super) unsafe fn new(first: *const bindings::ib_send_wr, ah: Option<AhOf<A>>) -> Self {
         // INVARIANT: function contract.
         Self {
             next: first,
             cur: core::ptr::null(),
+            ah,
             _p: PhantomData,
         }
     }
@@ -432,9 +527,9 @@ impl<'a> SendWrs<'a> {
     }
 }
 
-impl<'a> Iterator for SendWrs<'a> {
+impl<'a, A> Iterator for SendWrs<'a, A> {
     /// A request, or `EINVAL` for one that cannot be represented (unknown opcode, bad SGEs).
-    type Item = Result<SendWr<'a>>;
+    type Item = Result<SendWr<'a, A>>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let wr = NonNull::new(self.next.cast_mut())?;
@@ -442,7 +537,7 @@ impl<'a> Iterator for SendWrs<'a> {
         // SAFETY: a WR of the chain (type invariant).
         self.next = unsafe { (*wr.as_ptr()).next };
         // SAFETY: a WR of the chain, live for `'a` (type invariant).
-        Some(unsafe { send_wr(wr.as_ptr()) })
+        Some(unsafe { send_wr(wr.as_ptr(), self.ah) })
     }
 }
 
