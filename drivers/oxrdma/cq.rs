@@ -11,9 +11,11 @@
 
 use crate::ox::rdma::events::{CqEvents, QpEvents};
 use crate::ox::rdma::mmap::RingBuf;
-use crate::ox::rdma::wr::{Wc, WcOpcode, WcSink};
+use crate::ox::rdma::wr::{NetworkType, Wc, WcOpcode, WcSink};
 use crate::ox::sync::SpinLockIrq;
-use crate::uapi::queue::{wc_opcode, Cqe, CQE_SIZE, WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV};
+use crate::uapi::queue::{
+    network_hdr, wc_opcode, Cqe, CQE_SIZE, WC_FLAG_GRH, WC_FLAG_WITH_IMM, WC_FLAG_WITH_INV,
+};
 use crate::uapi::ring::{
     ring_slots, RingView, RING_CONSUMER_OFFSET, RING_HEADER_SIZE, RING_PRODUCER_OFFSET,
 };
@@ -176,6 +178,18 @@ impl CqInner {
                 imm: (c.wc_flags & WC_FLAG_WITH_IMM != 0).then_some(c.imm_or_inv),
                 invalidated: (c.wc_flags & WC_FLAG_WITH_INV != 0).then_some(c.imm_or_inv),
                 qp: &qp,
+                src_qp: c.src_qp,
+                grh: c.wc_flags & WC_FLAG_GRH != 0,
+                network: match c.network_hdr_type {
+                    _ if c.wc_flags & WC_FLAG_GRH == 0 => None,
+                    network_hdr::ROCE_V1 => Some(NetworkType::RoceV1),
+                    network_hdr::IPV4 => Some(NetworkType::Ipv4),
+                    network_hdr::IPV6 => Some(NetworkType::Ipv6),
+                    _ => None,
+                },
+                smac: (c.smac != [0; 6]).then_some(c.smac),
+                pkey_index: c.pkey_index,
+                sl: c.sl,
             });
         }
     }

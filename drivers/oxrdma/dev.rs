@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The state a RoCE device's QPs share: the tables of its QPs (by number) and MRs (by key),
-//! its transmit path, and its RoCE v2 receive sockets.
+//! The state a RoCE device's QPs share: the tables of its QPs (by number), MRs (by key) and
+//! address handles (by number), its GSI QP, its transmit path, and its RoCE v2 receive
+//! sockets.
 //!
 //! QPs hold the device (`Arc<RoceDev>`); the device reaches QPs only through its table, whose
 //! entries the QPs' destroy removes, and the module's receiver reaches the device through its
@@ -10,6 +11,7 @@
 //! Context: lookups run per packet in softirq context, under [`SpinLockBh`]s; adding objects,
 //! opening the receive sockets and shutting down run in process context.
 
+use crate::ah::AhInner;
 use crate::mr::Mr;
 use crate::ox::net::NetDevice;
 use crate::ox::sync::SpinLockBh;
@@ -21,7 +23,7 @@ use crate::tx::{KernelCrc, Tx};
 use crate::wire::icrc;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
-    alloc::flags::GFP_KERNEL,
+    alloc::{flags::GFP_KERNEL, Flags},
     new_mutex,
     prelude::*,
     sync::{Arc, Mutex},
@@ -30,6 +32,8 @@ use kernel::{
 
 /// QP numbers start here (0 and 1 are the special QPs; small numbers look odd in tools).
 pub(crate) const QPN_BASE: u32 = 17;
+/// The GSI QP's number.
+pub(crate) const GSI_QPN: u32 = 1;
 
 /// One RoCE device's shared state.
 #[pin_data]
@@ -38,6 +42,11 @@ pub(crate) struct RoceDev {
     qps: SpinLockBh<Table<QpInner>>,
     #[pin]
     mrs: SpinLockBh<Table<Mr>>,
+    #[pin]
+    ahs: SpinLockBh<Table<AhInner>>,
+    /// QP 1, once ib_mad has created it.
+    #[pin]
+    gsi: SpinLockBh<Option<Arc<QpInner>>>,
     #[pin]
     pub(crate) tx: Tx,
     /// The namespace's receive sockets, once a QP needs them (process context only).
@@ -53,6 +62,8 @@ impl RoceDev {
             pin_init!(Self {
                 qps <- crate::new_spinlock_bh!(Table::new(), "oxrdma_qps"),
                 mrs <- crate::new_spinlock_bh!(Table::new(), "oxrdma_mrs"),
+                ahs <- crate::new_spinlock_bh!(Table::new(), "oxrdma_ahs"),
+                gsi <- crate::new_spinlock_bh!(None, "oxrdma_gsi"),
                 tx <- Tx::new(netdev, crc),
                 tunnel <- new_mutex!(None),
                 dead: AtomicBool::new(false),
@@ -79,8 +90,15 @@ impl RoceDev {
             q.stop();
         }
         drop(qps);
+        let gsi = self.gsi.lock().take();
+        if let Some(q) = &gsi {
+            q.stop();
+        }
+        drop(gsi);
         let mrs = self.mrs.lock().take_all();
         drop(mrs);
+        let ahs = self.ahs.lock().take_all();
+        drop(ahs);
     }
 
     /// The netdev is going away: stop using it. Process context (under the RTNL).
@@ -124,7 +142,7 @@ impl RoceDev {
         max: usize,
         make: impl FnOnce(u32) -> Result<Arc<QpInner>>,
     ) -> Result<Arc<QpInner>> {
-        let r = Table::reserve(&self.qps, max)?;
+        let r = Table::reserve(&self.qps, max, GFP_KERNEL)?;
         let qpn = u32::try_from(r.index).map_err(|_| ENOSPC)? + QPN_BASE;
         match make(qpn) {
             Ok(qp) => {
@@ -138,8 +156,31 @@ impl RoceDev {
         }
     }
 
+    /// Adds the GSI QP made by `make(GSI_QPN)`; `EBUSY` if the device has one. Process
+    /// context.
+    pub(crate) fn add_gsi(
+        &self,
+        make: impl FnOnce(u32) -> Result<Arc<QpInner>>,
+    ) -> Result<Arc<QpInner>> {
+        if self.gsi.lock().is_some() {
+            return Err(EBUSY);
+        }
+        let qp = make(GSI_QPN)?;
+        let mut g = self.gsi.lock();
+        if g.is_some() {
+            return Err(EBUSY);
+        }
+        *g = Some(qp.clone());
+        Ok(qp)
+    }
+
     /// Removes QP `qpn` from the table.
     pub(crate) fn remove_qp(&self, qpn: u32) {
+        if qpn == GSI_QPN {
+            let old = self.gsi.lock().take();
+            drop(old);
+            return;
+        }
         let Some(i) = qpn.checked_sub(QPN_BASE) else {
             return;
         };
@@ -149,8 +190,52 @@ impl RoceDev {
 
     /// QP `qpn`, if live.
     pub(crate) fn qp(&self, qpn: u32) -> Option<Arc<QpInner>> {
+        if qpn == GSI_QPN {
+            return self.gsi.lock().clone();
+        }
         let i = qpn.checked_sub(QPN_BASE)?;
         self.qps.lock().get(i as usize)
+    }
+
+    // ---- AHs ------------------------------------------------------------------------------
+
+    /// Adds an AH made by `make(number)`, at most `max` at once, allocating with `gfp` (kernel
+    /// users create AHs in atomic context). A number is `index << 8 | tag`, like an MR key.
+    pub(crate) fn add_ah(
+        &self,
+        max: usize,
+        gfp: Flags,
+        make: impl FnOnce(u32) -> Result<Arc<AhInner>>,
+    ) -> Result<Arc<AhInner>> {
+        let r = Table::reserve(&self.ahs, max.min(1 << 24), gfp)?;
+        let num = ((r.index as u32) << 8) | u32::from(r.tag);
+        match make(num) {
+            Ok(ah) => {
+                self.ahs.lock().fill(r, ah.clone());
+                Ok(ah)
+            }
+            Err(e) => {
+                self.ahs.lock().cancel(r);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes AH `num` (any context but hard interrupt).
+    pub(crate) fn remove_ah(&self, num: u32) {
+        let old = self
+            .ahs
+            .lock()
+            .remove((num >> 8) as usize, |a| a.num == num);
+        drop(old);
+    }
+
+    /// AH `num`, if live.
+    pub(crate) fn ah(&self, num: u32) -> Option<Arc<AhInner>> {
+        self.ahs
+            .lock()
+            .get((num >> 8) as usize)
+            .filter(|a| a.num == num)
     }
 
     // ---- MRs ------------------------------------------------------------------------------
@@ -163,7 +248,7 @@ impl RoceDev {
         max: usize,
         make: impl FnOnce(u32) -> Result<Arc<Mr>>,
     ) -> Result<Arc<Mr>> {
-        let r = Table::reserve(&self.mrs, max.min(1 << 24))?;
+        let r = Table::reserve(&self.mrs, max.min(1 << 24), GFP_KERNEL)?;
         let key = ((r.index as u32) << 8) | u32::from(r.tag);
         match make(key) {
             Ok(mr) => {

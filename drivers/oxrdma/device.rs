@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! An oxrdma device: what it reports to ib_core and the objects it owns.
 
+use crate::ah::{Ah, AhInner};
 use crate::cq::CqInner;
 use crate::dev::RoceDev;
 use crate::mr::{Mr, MrMem};
@@ -12,13 +13,13 @@ use crate::ox::rdma::attrs::{
 };
 use crate::ox::rdma::device::Device;
 use crate::ox::rdma::driver::{
-    CqCreated, CqInit, Driver, MrCreated, QpCreated, QpInit, SrqCreated, SrqInit,
+    AhInit, CqCreated, CqInit, Driver, MrCreated, QpCreated, QpInit, SrqCreated, SrqInit,
 };
 use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
 use crate::ox::rdma::mmap::RingBuf;
 use crate::ox::rdma::udata::{Udata, UserCall};
 use crate::ox::rdma::umem::UserMem;
-use crate::ox::rdma::verbs::{srq_mask, QpAttrs, QpCaps, QpState, QpType, SrqAttrs};
+use crate::ox::rdma::verbs::{srq_mask, Path, QpAttrs, QpCaps, QpState, QpType, SrqAttrs};
 use crate::ox::rdma::wr::{RecvWrs, SendWrs, WcSink};
 use crate::qp::{NewQp, QpInner};
 use crate::queue::{Geometry, RecvQueue, SendRing, MAX_INLINE, MAX_SGE};
@@ -53,13 +54,22 @@ pub(crate) mod limits {
     pub(crate) const MAX_SRQ_WR: i32 = 1 << 14;
     pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
     pub(crate) const GID_TABLE_LEN: i32 = 128;
+    pub(crate) const MAX_AH: i32 = 1 << 16;
     /// The largest message the IBA allows: 2^31 bytes.
     pub(crate) const MAX_MSG_SZ: u32 = 1 << 31;
 }
 
-/// RoCE v1 and v2: ib_core then keeps a v1 and a v2 GID for every address of the netdev. No
-/// MAD/CM capability until the GSI QP exists.
-const ROCE_CORE_CAPS: u32 = core_cap::PROT_ROCE | core_cap::PROT_ROCE_UDP_ENCAP | core_cap::ETH_AH;
+/// RoCE v1 and v2: ib_core then keeps a v1 and a v2 GID for every address of the netdev.
+/// With the MAD and CM capabilities, ib_mad creates the GSI QP (QP 1) and ib_cm and rdma_cm
+/// use the port.
+const ROCE_CORE_CAPS: u32 = core_cap::PROT_ROCE
+    | core_cap::PROT_ROCE_UDP_ENCAP
+    | core_cap::ETH_AH
+    | core_cap::IB_MAD
+    | core_cap::IB_CM
+    | core_cap::AF_IB;
+/// The largest management datagram (`IB_MGMT_MAD_SIZE`).
+const MAD_SIZE: u32 = 256;
 /// iWARP. `IW_CM` comes with the iw_cm ops.
 const IWARP_CORE_CAPS: u32 = core_cap::PROT_IWARP;
 
@@ -164,6 +174,7 @@ impl Driver for OxDevice {
     type Qp = Qp;
     type Srq = Srq;
     type Mr = MrData;
+    type Ah = Ah;
 
     fn query_device(_dev: &Device<Self>) -> DeviceAttrs {
         use limits::*;
@@ -194,6 +205,7 @@ impl Driver for OxDevice {
             // Atomics use the CPU's own atomic instructions on the target memory.
             atomic_glob: true,
             max_pkeys: 1,
+            max_ah: MAX_AH,
             local_ca_ack_delay: 15,
         }
     }
@@ -230,7 +242,7 @@ impl Driver for OxDevice {
                 pkey_tbl_len: 1,
                 gid_tbl_len: limits::GID_TABLE_LEN,
                 core_cap_flags: ROCE_CORE_CAPS,
-                max_mad_size: 0,
+                max_mad_size: MAD_SIZE,
             },
             NodeKind::Iwarp => PortImmutable {
                 pkey_tbl_len: 1,
@@ -339,7 +351,13 @@ impl Driver for OxDevice {
         init: QpInit<'_, Self>,
         mut ctx: Option<&mut UserCall<'_>>,
     ) -> Result<QpCreated<Qp>> {
-        if init.qp_type != QpType::Rc {
+        match init.qp_type {
+            QpType::Rc | QpType::Ud => {}
+            // QP 1 is ib_mad's, a kernel user's.
+            QpType::Gsi if ctx.is_none() => {}
+            _ => return Err(code::eopnotsupp()),
+        }
+        if dev.kind != NodeKind::Roce {
             return Err(code::eopnotsupp());
         }
         if init.create_flags != 0 {
@@ -407,7 +425,8 @@ impl Driver for OxDevice {
             }
         };
         let roce = dev.roce.clone();
-        let qp = dev.roce.add_qp(limits::MAX_QP as usize, |qpn| {
+        let gsi = init.qp_type == QpType::Gsi;
+        let make = |qpn| {
             QpInner::new(NewQp {
                 qpn,
                 qp_type: init.qp_type,
@@ -428,7 +447,12 @@ impl Driver for OxDevice {
                 events: init.events,
                 kernel: ctx.is_none(),
             })
-        })?;
+        };
+        let qp = if gsi {
+            dev.roce.add_gsi(make)?
+        } else {
+            dev.roce.add_qp(limits::MAX_QP as usize, make)?
+        };
         resp.qpn = qp.qpn;
         if let Err(e) = respond(&mut ctx, resp.to_bytes().as_ref()) {
             dev.roce.remove_qp(qp.qpn);
@@ -457,6 +481,43 @@ impl Driver for OxDevice {
     fn destroy_qp(qp: &Qp) {
         qp.0.destroy();
         qp.0.dev().remove_qp(qp.0.qpn);
+    }
+
+    fn create_ah(
+        dev: &Device<Self>,
+        init: AhInit<'_, Self>,
+        user: Option<&mut Udata<'_>>,
+    ) -> Result<Ah> {
+        if dev.kind != NodeKind::Roce {
+            return Err(code::eopnotsupp());
+        }
+        if !init.path.roce_v2 {
+            return Err(code::eopnotsupp());
+        }
+        let gfp = if init.sleepable {
+            GFP_KERNEL
+        } else {
+            GFP_ATOMIC
+        };
+        let pdn = init.pd.pdn();
+        let path = init.path;
+        let inner = dev.roce.add_ah(limits::MAX_AH as usize, gfp, |num| {
+            Ok(Arc::new(AhInner { num, pdn, path }, gfp)?)
+        })?;
+        let ah = Ah::new(inner, dev.roce.clone());
+        if let Some(u) = user {
+            let resp = verbs::CreateAhResp {
+                ah_num: ah.inner.num,
+                reserved: 0,
+            };
+            // On an error `ah` is dropped, which takes it out of the table again.
+            u.respond(resp.to_bytes().as_ref())?;
+        }
+        Ok(ah)
+    }
+
+    fn query_ah(ah: &Ah) -> Result<Path> {
+        Ok(ah.inner.path)
     }
 
     fn create_srq(
@@ -560,7 +621,7 @@ impl Driver for OxDevice {
 
     /// A process posts through its SQ ring: its POST_SEND command, with no work requests, is
     /// the doorbell. Kernel users post work requests.
-    fn post_send(qp: &Qp, wrs: &mut SendWrs<'_>) -> Result {
+    fn post_send(qp: &Qp, wrs: &mut SendWrs<'_, Ah>) -> Result {
         if !qp.0.is_kernel() {
             if !wrs.is_empty() {
                 return Err(EINVAL);

@@ -44,6 +44,8 @@ pub mod wire {
 }
 
 #[forbid(unsafe_code)]
+mod ah;
+#[forbid(unsafe_code)]
 mod cq;
 #[forbid(unsafe_code)]
 mod dev;

@@ -16,6 +16,7 @@
 //! doorbell, in its timer's softirq, in the softirq of an ACK that frees its requester, or
 //! from its work item (kernel users post from any context and kick it).
 
+use crate::ah::Ah;
 use crate::cq::CqInner;
 use crate::dev::RoceDev;
 use crate::mr::{Access, Mr, MrError};
@@ -57,6 +58,7 @@ use kernel::{
     workqueue::{Work, WorkItem},
 };
 
+mod datagram;
 mod recv;
 mod send;
 
@@ -145,6 +147,8 @@ pub(crate) struct QpState {
     reads: KVec<Option<ReadCtx>>,
     /// In SQD: raise SQ_DRAINED once nothing is outstanding.
     sqd_notify: bool,
+    /// A datagram QP's next send PSN.
+    ud_psn: Psn,
     dead: bool,
 }
 
@@ -198,6 +202,15 @@ impl TimerHandler for QpInner {
         let qp: Arc<QpInner> = this.into();
         qp.run();
     }
+}
+
+/// The network header a packet arrived with: what a datagram QP's receive puts in front of
+/// the data (the GRH area).
+pub(crate) struct NetHeader<'a> {
+    /// The IP header (IPv4: at least 20 bytes; IPv6: 40).
+    pub(crate) bytes: &'a [u8],
+    /// Its type (`uapi::queue::network_hdr`).
+    pub(crate) kind: u8,
 }
 
 /// The driver data of a QP object.
@@ -332,6 +345,7 @@ impl QpInner {
                     write: None,
                     reads,
                     sqd_notify: false,
+                    ud_psn: Psn::new(0),
                     dead: false,
                 }, "oxrdma_qp"),
             }),
@@ -375,17 +389,24 @@ impl QpInner {
         self.kernel
     }
 
+    /// Whether this is a datagram QP (UD or GSI): each send names its destination, no
+    /// connection, no acknowledgements.
+    pub(crate) fn is_datagram(&self) -> bool {
+        matches!(self.qp_type, QpType::Ud | QpType::Gsi)
+    }
+
     // ---- verbs ------------------------------------------------------------------------------
 
     pub(crate) fn modify(self: &Arc<Self>, a: &QpAttrs) -> Result {
         // What a move to RTR or RTS builds, allocated first: the QP's lock is a spinlock, and a
         // failed allocation must leave the QP as it was.
+        let connected = !self.is_datagram();
         let mut resp_mem = match a.state {
-            Some(St::Rtr) => Some(KBox::new_uninit(GFP_KERNEL)?),
+            Some(St::Rtr) if connected => Some(KBox::new_uninit(GFP_KERNEL)?),
             _ => None,
         };
         let mut req_mem = match a.state {
-            Some(St::Rts) => Some(KBox::new_uninit(GFP_KERNEL)?),
+            Some(St::Rts) if connected => Some(KBox::new_uninit(GFP_KERNEL)?),
             _ => None,
         };
         let mut st = self.st.lock();
@@ -467,6 +488,7 @@ impl QpInner {
                     st.resp = Some(init_responder(m, cfg));
                 }
             }
+            St::Rts if from == St::Rtr && !connected => st.ud_psn = Psn::new(n.sq_psn),
             St::Rts if from == St::Rtr => {
                 let cfg = RequesterConfig {
                     pmtu: n.pmtu,

@@ -10,8 +10,10 @@ use crate::ox::skb::RxSkb;
 use crate::ox::sync::SpinLockBh;
 use crate::ox::timer::now_us;
 use crate::ox::udp_tunnel::UdpEncapReceiver;
+use crate::qp::NetHeader;
 use crate::stats::Counter;
 use crate::tx::KernelCrc;
+use crate::uapi::queue::network_hdr;
 use crate::wire::icrc::{self, Encap};
 use crate::wire::ip;
 use crate::wire::packet;
@@ -141,9 +143,9 @@ fn receive(dev: &RoceDev, crc: &KernelCrc, pkt: &[u8], exact: bool, now: u64) ->
     let Some(r) = ip::parse(pkt) else {
         return drop();
     };
-    let encap = match r.src {
-        ip::IpAddr::V4(_) => Encap::RoceV2Ipv4,
-        ip::IpAddr::V6(_) => Encap::RoceV2Ipv6,
+    let (encap, kind) = match r.src {
+        ip::IpAddr::V4(_) => (Encap::RoceV2Ipv4, network_hdr::IPV4),
+        ip::IpAddr::V6(_) => (Encap::RoceV2Ipv6, network_hdr::IPV6),
     };
     let iba = &pkt[r.bth_offset..];
     let Ok(p) = packet::parse(iba) else {
@@ -157,7 +159,11 @@ fn receive(dev: &RoceDev, crc: &KernelCrc, pkt: &[u8], exact: bool, now: u64) ->
     }
     if icrc::verify_with(crc, encap, pkt).is_ok() {
         dev.tx.stats.inc(Counter::RcvdPkts);
-        qp.receive(&p, iba, now);
+        let net = NetHeader {
+            bytes: &pkt[..r.bth_offset - ip::UDP_LEN],
+            kind,
+        };
+        qp.receive(&p, iba, &net, now);
     } else {
         dev.tx.stats.inc(Counter::IcrcErr);
     }

@@ -7,7 +7,7 @@
 //! reserving its slot (which fixes its index, hence its number or key) and filling it.
 
 use crate::ox::sync::SpinLockBh;
-use kernel::{alloc::flags::GFP_KERNEL, alloc::KVec, prelude::*, sync::Arc};
+use kernel::{alloc::Flags, alloc::KVec, prelude::*, sync::Arc};
 
 enum State<T> {
     Free,
@@ -57,8 +57,9 @@ impl<T> Table<T> {
     }
 
     /// Reserves a slot of the table behind `lock`, at most `max` in use at once (`ENOSPC`
-    /// beyond). Process context: may sleep to grow the table (outside the lock).
-    pub(crate) fn reserve(lock: &SpinLockBh<Self>, max: usize) -> Result<Reservation> {
+    /// beyond). The table grows (outside the lock) with allocations of `gfp`: `GFP_KERNEL`
+    /// may sleep, `GFP_ATOMIC` does not.
+    pub(crate) fn reserve(lock: &SpinLockBh<Self>, max: usize, gfp: Flags) -> Result<Reservation> {
         loop {
             let len = {
                 let mut t = lock.lock();
@@ -85,7 +86,7 @@ impl<T> Table<T> {
             };
             // Grow: a bigger array, filled under the lock without allocating.
             let want = (len * 2).clamp(16, max);
-            let mut bigger: KVec<Slot<T>> = KVec::with_capacity(want, GFP_KERNEL)?;
+            let mut bigger: KVec<Slot<T>> = KVec::with_capacity(want, gfp)?;
             let mut t = lock.lock();
             if t.slots.capacity() >= want {
                 continue;

@@ -13,7 +13,7 @@
 //!   inline-data gather. Depends on `sys` only.
 //! * [`device`]: which sysfs devices are oxrdma's (matching), the per-device structure.
 //! * [`context`]: the user context (`ALLOC_UCONTEXT` response checks), query helpers.
-//! * [`pd`]: protection domains; [`mr`]: memory regions.
+//! * [`pd`]: protection domains; [`mr`]: memory regions; [`ah`]: address handles.
 //! * [`ring`]: the provider's side of the shared rings ([`ring::MappedRing`] over a
 //!   [`mapping::Mapping`], the room and index checks), used by
 //! * [`cq`] (polling the kernel-produced CQ ring), [`send`] (`ibv_send_wr` to send slots and
@@ -29,6 +29,7 @@
 //! Every structure shared with the kernel comes from the `oxrdma-uapi` crate, the single
 //! definition of the user/kernel ABI.
 
+mod ah;
 mod context;
 mod cq;
 mod device;

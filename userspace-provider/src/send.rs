@@ -46,9 +46,11 @@ pub(crate) struct AtomicFields {
     pub(crate) rkey: u32,
 }
 
-/// The UD member of `ibv_send_wr::wr` (the address handle is not passed yet).
+/// The UD member of `ibv_send_wr::wr`, with the address handle as the kernel's AH number.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct UdFields {
+    /// The AH's number (`CreateAhResp::ah_num`).
+    pub(crate) ah_num: u32,
     /// `wr.ud.remote_qpn`.
     pub(crate) remote_qpn: u32,
     /// `wr.ud.remote_qkey`.
@@ -218,6 +220,7 @@ pub(crate) fn encode_send(
             w.swap = a.swap;
         }
         Target::Ud(u) => {
+            w.ah = u.ah_num;
             w.remote_qpn = u.remote_qpn;
             w.remote_qkey = u.remote_qkey;
         }
@@ -417,6 +420,14 @@ impl SendQueue {
         self.ex_inline = inline;
         if let Err(e) = r {
             self.wr_fail(e);
+        }
+    }
+
+    /// `ibv_wr_set_ud_addr`: the destination of the (UD) work request being built.
+    pub(crate) fn wr_set_ud(&mut self, ud: UdFields) {
+        match self.batch.pending.as_mut() {
+            Some((hdr, _)) if self.caps.ud => hdr.target = Target::Ud(ud),
+            _ => self.wr_fail(PostError::Invalid),
         }
     }
 
@@ -651,11 +662,15 @@ mod tests {
 
         let mut u = wr(sys::ibv_wr_opcode_IBV_WR_SEND, &one);
         u.target = Target::Ud(UdFields {
+            ah_num: 0x1203,
             remote_qpn: 0x11,
             remote_qkey: 0x1111_0000,
         });
         let (h, _) = encode(&u, &CAPS).unwrap();
-        assert_eq!((h.remote_qpn, h.remote_qkey, h.ah), (0x11, 0x1111_0000, 0));
+        assert_eq!(
+            (h.remote_qpn, h.remote_qkey, h.ah),
+            (0x11, 0x1111_0000, 0x1203)
+        );
 
         let mut inv = wr(sys::ibv_wr_opcode_IBV_WR_LOCAL_INV, &one);
         inv.imm_or_inv = 0x4455;

@@ -29,13 +29,24 @@ impl QpInner {
     // ---- the receive side ------------------------------------------------------------------
 
     /// Handles a packet for this QP (ICRC already verified). Softirq context.
-    pub(crate) fn receive(self: &Arc<Self>, pkt: &Packet, bytes: &[u8], now: u64) {
+    pub(crate) fn receive(
+        self: &Arc<Self>,
+        pkt: &Packet,
+        bytes: &[u8],
+        net: &NetHeader<'_>,
+        now: u64,
+    ) {
+        use crate::wire::opcode::Transport;
         let mut st = self.st.lock();
         if st.dead || !matches!(st.state, St::Rtr | St::Rts | St::Sqd | St::Sqe) {
             return;
         }
-        if pkt.opcode.transport() != crate::wire::opcode::Transport::Rc {
-            return;
+        match (self.qp_type, pkt.opcode.transport()) {
+            (QpType::Rc, Transport::Rc) => {}
+            (QpType::Ud | QpType::Gsi, Transport::Ud) => {
+                return self.receive_datagram(&mut st, pkt, bytes, net);
+            }
+            _ => return,
         }
         let op = pkt.opcode.operation();
         if op.is_response() {

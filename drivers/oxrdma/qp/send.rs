@@ -26,6 +26,10 @@ impl QpInner {
             St::Rts | St::Sqd => {}
             _ => return None,
         }
+        if self.is_datagram() {
+            self.service_datagrams(&mut st);
+            return None;
+        }
         if let Some(req) = st.req.as_mut() {
             match req.on_timer(now) {
                 TimerAction::Retransmit => self.dev.tx.stats.inc(Counter::Retransmits),
@@ -146,10 +150,16 @@ impl QpInner {
     /// Posts a kernel user's send WR into the SQ ring (any context: no sleeping) and kicks
     /// the QP. Errors are immediate (`EINVAL` for a WR the QP cannot take, `ENOMEM` when
     /// the SQ is full), like hardware's.
-    pub(crate) fn post_send(self: &Arc<Self>, wr: &SendWr<'_>) -> Result {
+    pub(crate) fn post_send(self: &Arc<Self>, wr: &SendWr<'_, Ah>) -> Result {
         if !self.kernel {
             return Err(EINVAL);
         }
+        // A datagram QP's WR names its destination; a connected QP's must not.
+        let (ah, remote_qpn, remote_qkey) = match (&wr.ud, self.is_datagram()) {
+            (Some(u), true) => (u.ah.inner.num, u.remote_qpn, u.remote_qkey),
+            (None, false) => (0, 0, 0),
+            _ => return Err(EINVAL),
+        };
         let (opcode, imm_or_inv, remote_addr, rkey, compare_add, swap) = match wr.op {
             KOp::Send => (WrOpcode::Send, 0, 0, 0, 0, 0),
             KOp::SendWithImm(imm) => (WrOpcode::SendWithImm, imm, 0, 0, 0, 0),
@@ -208,6 +218,9 @@ impl QpInner {
             rkey,
             compare_add,
             swap,
+            ah,
+            remote_qpn,
+            remote_qkey,
             ..Default::default()
         };
         let mut data = [0u8; MAX_INLINE as usize];

@@ -363,6 +363,19 @@ impl RecvWqe {
     }
 }
 
+/// [`Cqe::network_hdr_type`] values (`enum rdma_network_type`).
+pub mod network_hdr {
+    /// RoCE v1: the GRH area holds the InfiniBand GRH.
+    pub const ROCE_V1: u8 = 1;
+    /// RoCE v2 over IPv4: the IPv4 header in the last 20 bytes of the GRH area.
+    pub const IPV4: u8 = 2;
+    /// RoCE v2 over IPv6: the IPv6 header fills the GRH area.
+    pub const IPV6: u8 = 3;
+}
+
+/// Bytes in front of the data of every UD receive: the network header (IBA's GRH).
+pub const GRH_AREA: usize = 40;
+
 /// Completion opcodes (`enum ib_uverbs_wc_opcode`).
 pub mod wc_opcode {
     /// SEND completed.

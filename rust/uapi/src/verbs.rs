@@ -33,6 +33,17 @@ pub struct AllocPdResp {
     pub reserved: u32,
 }
 
+/// Response to `CREATE_AH` (libibverbs `ibv_cmd_create_ah`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CreateAhResp {
+    /// The AH's number, which a UD send WQE names (`SendWqe::ah`); unique within its device
+    /// while the AH exists, and usable only by QPs of the AH's PD.
+    pub ah_num: u32,
+    /// Zero.
+    pub reserved: u32,
+}
+
 /// Where a shared ring lives in the mmap space of the uverbs command file: the provider maps
 /// `len` bytes at file offset `offset` (`mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED,
 /// cmd_fd, offset)`). Both are multiples of the page size. A zero `len` means "no ring" (the
@@ -131,6 +142,16 @@ impl Response for AllocPdResp {
     }
 }
 
+impl Response for CreateAhResp {
+    type Bytes = [u8; 8];
+    fn to_bytes(&self) -> [u8; 8] {
+        let mut b = [0u8; 8];
+        b[0..4].copy_from_slice(&self.ah_num.to_ne_bytes());
+        b[4..8].copy_from_slice(&self.reserved.to_ne_bytes());
+        b
+    }
+}
+
 fn put_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_ne_bytes());
 }
@@ -183,6 +204,8 @@ mod tests {
         assert_eq!(align_of::<AllocUcontextResp>(), 8);
         let p = AllocPdResp::default();
         assert_eq!(size_of::<AllocPdResp>(), p.to_bytes().as_ref().len());
+        let a = CreateAhResp::default();
+        assert_eq!(size_of::<CreateAhResp>(), a.to_bytes().as_ref().len());
         assert_eq!(size_of::<CreateCqResp>(), 24);
         assert_eq!(size_of::<CreateQpResp>(), 56);
         assert_eq!(size_of::<CreateSrqResp>(), 24);

@@ -19,6 +19,7 @@ use crate::cq::{check_cq_init_ex, CqInner, CreateCqExRespBuf, OxCq};
 use crate::mapping::doorbell;
 use crate::qp::{check_qp_init_ex, CreateQpRespBuf, OxQp};
 use crate::ring::PostError;
+use crate::send::UdFields;
 use crate::send::{AtomicFields, RdmaFields, SendQueue, Target, WrHeader};
 use crate::sys;
 
@@ -532,14 +533,23 @@ unsafe extern "C" fn wr_set_inline_data_list(
     });
 }
 
-/// UD QPs are not supported (the kernel refuses to create them): an error for the batch.
+/// `ibv_wr_set_ud_addr`: the destination of a UD QP's work request.
 unsafe extern "C" fn wr_set_ud_addr(
     qp: *mut sys::ibv_qp_ex,
-    _ah: *mut sys::ibv_ah,
-    _remote_qpn: u32,
-    _remote_qkey: u32,
+    ah: *mut sys::ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
 ) {
-    in_batch(qp, |sq| sq.wr_fail(PostError::Invalid));
+    // SAFETY: `ah` is NULL or an AH of this provider's (verbs contract), live for the call.
+    let num = unsafe { super::ah_number(ah) };
+    in_batch(qp, |sq| match num {
+        Some(ah_num) => sq.wr_set_ud(UdFields {
+            ah_num,
+            remote_qpn,
+            remote_qkey,
+        }),
+        None => sq.wr_fail(PostError::Invalid),
+    });
 }
 
 /// XRC is not supported: an error for the batch.

@@ -39,6 +39,7 @@ use std::path::Path;
 
 use oxrdma_uapi::abi::OXRDMA_ABI_VERSION;
 
+use crate::ah::{CreateAhRespBuf, OxAh};
 use crate::context::{self, GetContextResp, OxContext};
 use crate::device::{self, OxDevice};
 use crate::pd::{AllocPdRespBuf, OxPd};
@@ -89,6 +90,8 @@ const NO_CONTEXT_OPS: sys::verbs_context_ops = unsafe { core::mem::zeroed() };
 static CONTEXT_OPS: CStatic<sys::verbs_context_ops> = CStatic(sys::verbs_context_ops {
     alloc_pd: Some(alloc_pd),
     dealloc_pd: Some(dealloc_pd),
+    create_ah: Some(create_ah),
+    destroy_ah: Some(destroy_ah),
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
@@ -427,6 +430,51 @@ unsafe extern "C" fn dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
     unsafe { destroy_boxed::<OxPd, _>(pd, sys::ibv_cmd_dealloc_pd) }
 }
 
+/// `ibv_create_ah`: the kernel resolves the destination and numbers the AH.
+unsafe extern "C" fn create_ah(
+    pd: *mut sys::ibv_pd,
+    attr: *mut sys::ibv_ah_attr,
+) -> *mut sys::ibv_ah {
+    guard(ptr::null_mut(), || {
+        let mut ah = OxAh::new();
+        let mut resp = CreateAhRespBuf::default();
+        // SAFETY: pd is a live PD of this provider and attr the caller's attributes (verbs
+        // contract); ah and resp are live buffers of the sizes given.
+        let ret = unsafe {
+            sys::ibv_cmd_create_ah(
+                pd,
+                &mut ah.ibv_ah,
+                attr,
+                ptr::addr_of_mut!(resp).cast::<sys::ib_uverbs_create_ah_resp>(),
+                size_of::<CreateAhRespBuf>(),
+            )
+        };
+        if ret != 0 {
+            set_errno(ret);
+            return ptr::null_mut();
+        }
+        ah.ah_num = resp.drv.ah_num;
+        // `ibv_ah` is OxAh's first field (repr(C)): the pointers share an address.
+        Box::into_raw(ah).cast::<sys::ibv_ah>()
+    })
+}
+
+/// `ibv_destroy_ah`: frees the AH once the kernel has destroyed it.
+unsafe extern "C" fn destroy_ah(ah: *mut sys::ibv_ah) -> c_int {
+    // SAFETY: libibverbs passes a live AH from create_ah, the first member of its Box<OxAh>;
+    // neither it nor the application uses the AH after a successful destroy.
+    unsafe { destroy_boxed::<OxAh, _>(ah, sys::ibv_cmd_destroy_ah) }
+}
+
+/// The kernel's number of an AH a work request names; `None` for NULL.
+///
+/// # Safety
+/// `ah` is NULL or a live AH of this provider (the first member of a `Box<OxAh>`).
+pub(super) unsafe fn ah_number(ah: *mut sys::ibv_ah) -> Option<u32> {
+    // SAFETY: per the contract, a non-NULL `ah` is the address of a live OxAh.
+    (!ah.is_null()).then(|| unsafe { (*ah.cast::<OxAh>()).ah_num })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -519,8 +567,9 @@ mod tests {
         assert!(c.create_srq.is_some() && c.modify_srq.is_some() && c.query_srq.is_some());
         assert!(c.destroy_srq.is_some() && c.post_srq_recv.is_some());
         assert!(c.create_cq_ex.is_some() && c.create_qp_ex.is_some());
+        assert!(c.create_ah.is_some() && c.destroy_ah.is_some());
         // Not provided: libibverbs keeps its defaults (EOPNOTSUPP, or a no-op cq_event).
-        assert!(c.create_ah.is_none() && c.query_qp_data_in_order.is_none());
+        assert!(c.query_qp_data_in_order.is_none());
     }
 
     #[test]

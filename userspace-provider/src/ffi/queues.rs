@@ -90,10 +90,12 @@ unsafe fn send_wr(w: &sys::ibv_send_wr, ud: bool) -> Option<SendWr<'_>> {
             })
         }
         TargetKind::Ud => {
-            // SAFETY: the member the caller set on a UD QP; the `ah` pointer is copied, not
-            // dereferenced.
+            // SAFETY: the member the caller set on a UD QP.
             let u = unsafe { w.wr.ud };
             Target::Ud(UdFields {
+                // SAFETY: a UD work request's `ah` is NULL or an AH of this provider's
+                // (verbs contract), live for the call.
+                ah_num: unsafe { super::ah_number(u.ah) }?,
                 remote_qpn: u.remote_qpn,
                 remote_qkey: u.remote_qkey,
             })
