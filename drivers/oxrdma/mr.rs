@@ -109,23 +109,33 @@ impl Access {
     }
 }
 
+/// What the MR's lock protects: the binding and the memory itself.
+struct MrState {
+    bind: Binding,
+    /// `None` once deregistered: [`Mr::revoke`] takes the memory out, so that it is released
+    /// in deregistration's process context (unpinning process pages may sleep), never by the
+    /// last reference a QP drops in softirq.
+    mem: Option<MrMem>,
+}
+
 /// A registered memory region.
 ///
 /// Its memory is reached only through the checked accessors below, each of which holds the
-/// binding lock while it copies: invalidation, REG_MR and deregistration take that lock, so
+/// MR's lock while it copies: invalidation, REG_MR and deregistration take that lock, so
 /// once they return no access through an old key is in progress or can start (a kernel user
 /// may then reuse the pages at once; a process gets no more writes into memory it
-/// deregistered).
+/// deregistered, and its pages are unpinned when deregistration returns).
 #[pin_data]
 pub(crate) struct Mr {
     /// The key the table assigned (`index << 8 | tag`); a fast-registration MR's current key
     /// has the same index and the user's low byte.
     pub(crate) base_key: u32,
     pub(crate) pdn: u32,
-    mem: MrMem,
+    /// A fast-registration MR (its binding changes with REG_MR and invalidation).
+    fast: bool,
     /// Taken in process context (registration, invalidation) and in softirq (packets).
     #[pin]
-    bind: SpinLockBh<Binding>,
+    st: SpinLockBh<MrState>,
 }
 
 /// Why an access to an MR was refused.
@@ -156,13 +166,20 @@ impl Mr {
         iova: u64,
         len: u64,
     ) -> Result<Arc<Self>> {
-        let valid = !matches!(mem, MrMem::Fast(_));
+        let fast = matches!(mem, MrMem::Fast(_));
+        let bind = Binding {
+            key,
+            valid: !fast,
+            access,
+            iova,
+            len,
+        };
         Arc::pin_init(
             pin_init!(Self {
                 base_key: key,
                 pdn,
-                mem,
-                bind <- crate::new_spinlock_bh!(Binding { key, valid, access, iova, len }, "oxrdma_mr"),
+                fast,
+                st <- crate::new_spinlock_bh!(MrState { bind, mem: Some(mem) }, "oxrdma_mr"),
             }),
             GFP_KERNEL,
         )
@@ -170,11 +187,12 @@ impl Mr {
 
     /// The byte offset in the MR of `[a.va + at, a.va + at + n)` if `b` allows `op` through
     /// the access `a` and that piece lies inside `a`'s own range.
-    fn offset(&self, b: &Binding, a: &Access, op: Op, at: u64, n: u64) -> Result<usize, MrError> {
+    fn offset(&self, s: &MrState, a: &Access, op: Op, at: u64, n: u64) -> Result<usize, MrError> {
         if self.pdn != a.pdn {
             return Err(MrError::Pd);
         }
-        if !b.valid || b.key != a.key {
+        let b = &s.bind;
+        if !b.valid || b.key != a.key || s.mem.is_none() {
             return Err(MrError::Key);
         }
         let need = a.right(op);
@@ -196,44 +214,50 @@ impl Mr {
     /// Checks `op` through the access `a` as a whole without touching memory (the first
     /// packet of a message checks the whole message).
     pub(crate) fn check(&self, a: &Access, op: Op) -> Result<(), MrError> {
-        let b = self.bind.lock();
-        self.offset(&b, a, op, 0, 0).map(|_| ())
+        let s = self.st.lock();
+        self.offset(&s, a, op, 0, 0).map(|_| ())
     }
 
     /// Copies `dst.len()` bytes from byte `at` of the access `a`.
     pub(crate) fn read(&self, a: &Access, at: u64, dst: &mut [u8]) -> Result<(), MrError> {
-        let b = self.bind.lock();
-        let off = self.offset(&b, a, Op::Read, at, dst.len() as u64)?;
-        self.mem.read(off, dst).map_err(|_| MrError::Fault)
+        let s = self.st.lock();
+        let off = self.offset(&s, a, Op::Read, at, dst.len() as u64)?;
+        mem(&s)?.read(off, dst).map_err(|_| MrError::Fault)
     }
 
     /// Copies `src` to byte `at` of the access `a`.
     pub(crate) fn write(&self, a: &Access, at: u64, src: &[u8]) -> Result<(), MrError> {
-        let b = self.bind.lock();
-        let off = self.offset(&b, a, Op::Write, at, src.len() as u64)?;
-        self.mem.write(off, src).map_err(|_| MrError::Fault)
+        let s = self.st.lock();
+        let off = self.offset(&s, a, Op::Write, at, src.len() as u64)?;
+        mem(&s)?.write(off, src).map_err(|_| MrError::Fault)
     }
 
     /// An 8-byte compare-and-swap at the access `a` (of 8 bytes); returns the old value.
     pub(crate) fn compare_swap(&self, a: &Access, cmp: u64, swap: u64) -> Result<u64, MrError> {
-        let b = self.bind.lock();
-        let off = self.offset(&b, a, Op::Atomic, 0, 8)?;
-        self.mem
+        let s = self.st.lock();
+        let off = self.offset(&s, a, Op::Atomic, 0, 8)?;
+        mem(&s)?
             .compare_swap(off, cmp, swap)
             .map_err(|_| MrError::Fault)
     }
 
     /// An 8-byte fetch-and-add at the access `a` (of 8 bytes); returns the old value.
     pub(crate) fn fetch_add(&self, a: &Access, add: u64) -> Result<u64, MrError> {
-        let b = self.bind.lock();
-        let off = self.offset(&b, a, Op::Atomic, 0, 8)?;
-        self.mem.fetch_add(off, add).map_err(|_| MrError::Fault)
+        let s = self.st.lock();
+        let off = self.offset(&s, a, Op::Atomic, 0, 8)?;
+        mem(&s)?.fetch_add(off, add).map_err(|_| MrError::Fault)
     }
 
-    /// Deregistration: no key gives access any more, also through references still held by
-    /// work in progress (a responder's read resource, a WRITE half received).
+    /// Deregistration (process context): no key gives access any more, also through references
+    /// still held by work in progress (a responder's read resource, a WRITE half received),
+    /// and the memory is released here and now, whoever drops the last reference later.
     pub(crate) fn revoke(&self) {
-        self.bind.lock().valid = false;
+        let mem = {
+            let mut s = self.st.lock();
+            s.bind.valid = false;
+            s.mem.take()
+        };
+        drop(mem);
     }
 
     /// REG_MR: makes an invalid fast-registration MR valid under `key` with `access` over
@@ -246,23 +270,26 @@ impl Mr {
         iova: u64,
         len: u64,
     ) -> Result<(), MrError> {
-        let MrMem::Fast(pages) = &self.mem else {
+        if !self.fast {
             return Err(MrError::State);
-        };
+        }
         if self.pdn != pdn {
             return Err(MrError::Pd);
         }
         if key >> 8 != self.base_key >> 8 {
             return Err(MrError::Key);
         }
+        let mut s = self.st.lock();
+        let Some(MrMem::Fast(pages)) = &s.mem else {
+            return Err(MrError::State);
+        };
         if len > pages.mapped_len() || iova.checked_add(len).is_none() {
             return Err(MrError::Bounds);
         }
-        let mut b = self.bind.lock();
-        if b.valid {
+        if s.bind.valid {
             return Err(MrError::State);
         }
-        *b = Binding {
+        s.bind = Binding {
             key,
             valid: true,
             access,
@@ -275,22 +302,27 @@ impl Mr {
     /// LOCAL_INV or SEND with invalidate: invalidates a fast-registration MR whose current key
     /// is `key` (invalidating an invalid one is allowed).
     pub(crate) fn invalidate(&self, pdn: u32, key: u32) -> Result<(), MrError> {
-        if !matches!(self.mem, MrMem::Fast(_)) {
+        if !self.fast {
             return Err(MrError::State);
         }
         if self.pdn != pdn {
             return Err(MrError::Pd);
         }
-        let mut b = self.bind.lock();
-        if b.key != key {
+        let mut s = self.st.lock();
+        if s.bind.key != key {
             return Err(MrError::Key);
         }
-        b.valid = false;
+        s.bind.valid = false;
         Ok(())
     }
 
     /// Whether this is a fast-registration MR.
     pub(crate) fn is_fast(&self) -> bool {
-        matches!(self.mem, MrMem::Fast(_))
+        self.fast
     }
+}
+
+/// The memory of a live MR (deregistration's check is `offset`'s; this only unwraps).
+fn mem(s: &MrState) -> Result<&MrMem, MrError> {
+    s.mem.as_ref().ok_or(MrError::Key)
 }
