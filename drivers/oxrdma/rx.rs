@@ -90,12 +90,15 @@ impl RoceRx {
     }
 
     /// The devices a packet arriving on `ingress` may be for; `true`: an exact match (the
-    /// device on that netdev).
-    fn candidates(&self, ingress: &NetDevice) -> ([Option<Arc<RoceDev>>; CANDIDATES], bool) {
-        let mut out: [Option<Arc<RoceDev>>; CANDIDATES] = Default::default();
+    /// device on that netdev). Otherwise the namespace's devices, each with its netdev.
+    fn candidates(&self, ingress: &NetDevice) -> ([Option<Candidate>; CANDIDATES], bool) {
+        let mut out: [Option<Candidate>; CANDIDATES] = Default::default();
         let index = self.index.lock();
         if let Some(e) = index.iter().flatten().find(|e| *e.netdev == *ingress) {
-            out[0] = Some(e.dev.clone());
+            out[0] = Some(Candidate {
+                dev: e.dev.clone(),
+                netdev: None,
+            });
             return (out, true);
         }
         for (slot, e) in out.iter_mut().zip(
@@ -104,10 +107,19 @@ impl RoceRx {
                 .flatten()
                 .filter(|e| e.netdev.same_net(ingress)),
         ) {
-            *slot = Some(e.dev.clone());
+            *slot = Some(Candidate {
+                dev: e.dev.clone(),
+                netdev: Some(e.netdev.clone()),
+            });
         }
         (out, false)
     }
+}
+
+/// A device a packet may be for; `netdev` is its netdev when the packet did not arrive on it.
+struct Candidate {
+    dev: Arc<RoceDev>,
+    netdev: Option<ARef<NetDevice>>,
 }
 
 impl UdpEncapReceiver for RoceRx {
@@ -118,7 +130,7 @@ impl UdpEncapReceiver for RoceRx {
         let handled = devs
             .iter()
             .flatten()
-            .any(|d| receive(d, &self.crc, bytes, exact, now));
+            .any(|c| receive(&c.dev, c.netdev.as_deref(), &self.crc, bytes, exact, now));
         if handled {
             drop(pkt);
         } else {
@@ -128,9 +140,17 @@ impl UdpEncapReceiver for RoceRx {
 }
 
 /// A received IP packet for device `dev`: checks it and gives it to its QP. Without `exact`
-/// (the packet did not arrive on the device's netdev), only if the QP's source address is the
-/// packet's destination. Returns whether the packet was the device's.
-fn receive(dev: &RoceDev, crc: &KernelCrc, pkt: &[u8], exact: bool, now: u64) -> bool {
+/// (the packet did not arrive on the device's netdev, `netdev`, but on the loopback device),
+/// only if the packet's destination is the QP's source address or, for a QP without one (UD,
+/// GSI), an address of `netdev`. Returns whether the packet was the device's.
+fn receive(
+    dev: &RoceDev,
+    netdev: Option<&NetDevice>,
+    crc: &KernelCrc,
+    pkt: &[u8],
+    exact: bool,
+    now: u64,
+) -> bool {
     if dev.is_dead() {
         return false;
     }
@@ -154,8 +174,18 @@ fn receive(dev: &RoceDev, crc: &KernelCrc, pkt: &[u8], exact: bool, now: u64) ->
     let Some(qp) = dev.qp(p.headers.bth.dest_qp) else {
         return drop();
     };
-    if !exact && qp.local_ip() != Some(r.dst) {
-        return false;
+    if !exact {
+        let mine = match (qp.local_ip(), netdev) {
+            (Some(ip), _) => ip == r.dst,
+            (None, Some(nd)) => match r.dst {
+                ip::IpAddr::V4(a) => nd.has_ipv4(a),
+                ip::IpAddr::V6(a) => nd.has_ipv6(&a),
+            },
+            (None, None) => false,
+        };
+        if !mine {
+            return false;
+        }
     }
     if icrc::verify_with(crc, encap, pkt).is_ok() {
         dev.tx.stats.inc(Counter::RcvdPkts);

@@ -147,6 +147,19 @@ impl NetDevice {
         }
     }
 
+    /// Whether `addr` is one of the device's IPv4 addresses now (any context).
+    pub fn has_ipv4(&self, addr: [u8; 4]) -> bool {
+        // SAFETY: the device is allocated (type invariant); `addr` is 4 readable bytes; the
+        // helper reads the address lists under RCU and only compares device pointers.
+        unsafe { bindings::oxrdma_dev_has_addr(self.as_raw(), addr.as_ptr(), false) }
+    }
+
+    /// Whether `addr` is one of the device's IPv6 addresses now (any context).
+    pub fn has_ipv6(&self, addr: &[u8; 16]) -> bool {
+        // SAFETY: as in `has_ipv4`, with 16 readable bytes.
+        unsafe { bindings::oxrdma_dev_has_addr(self.as_raw(), addr.as_ptr(), true) }
+    }
+
     /// Whether the device is in namespace `ns` now.
     pub fn is_in(&self, ns: &NetNs) -> bool {
         // SAFETY: the device is allocated (type invariant); only the pointers are compared.

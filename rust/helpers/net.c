@@ -2,8 +2,10 @@
 /*
  * C helpers for oxrdma's packet I/O abstractions; see net.h.
  */
+#include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
+#include <net/addrconf.h>
 #include <net/flow.h>
 #include <net/ip.h>
 #include <net/ipv6.h>
@@ -154,6 +156,25 @@ void oxrdma_dst_hold(struct dst_entry *dst)
 struct net_device *oxrdma_dst_dev(const struct dst_entry *dst)
 {
 	return dst->dev;
+}
+
+bool oxrdma_dev_has_addr(struct net_device *ndev, const u8 *addr, bool ipv6)
+{
+	bool found = false;
+
+	if (ipv6) {
+#if IS_ENABLED(CONFIG_IPV6)
+		found = ipv6_chk_addr(dev_net(ndev), (const struct in6_addr *)addr, ndev, 0);
+#endif
+	} else {
+		__be32 a;
+
+		memcpy(&a, addr, sizeof(a));
+		rcu_read_lock();
+		found = __ip_dev_find(dev_net(ndev), a, false) == ndev;
+		rcu_read_unlock();
+	}
+	return found;
 }
 
 struct net *oxrdma_dev_net(const struct net_device *ndev)

@@ -61,6 +61,12 @@ unsigned int oxrdma_dst_mtu(const struct dst_entry *dst);
 void oxrdma_dst_hold(struct dst_entry *dst);
 struct net_device *oxrdma_dst_dev(const struct dst_entry *dst);
 
+/*
+ * Whether @addr (4 or 16 bytes, network order, @ipv6 says which) is an address of @ndev now:
+ * __ip_dev_find() under rcu_read_lock() / ipv6_chk_addr() with @ndev.
+ */
+bool oxrdma_dev_has_addr(struct net_device *ndev, const u8 *addr, bool ipv6);
+
 /* dev_net(), maybe_get_net(), put_net() */
 struct net *oxrdma_dev_net(const struct net_device *ndev);
 struct net *oxrdma_maybe_get_net(struct net *net);
