@@ -576,6 +576,12 @@ unsafe extern "C" fn wr_complete(qp: *mut sys::ibv_qp_ex) -> c_int {
         let Some(inner) = inner_of!(qp, OxQp) else {
             return libc::EINVAL;
         };
+        // SAFETY: libibverbs passes a live QP of this provider, whose ibv_qp_ex starts with
+        // its ibv_qp.
+        if !unsafe { super::can_post_send(qp.cast()) } {
+            inner.sq().end(SendQueue::wr_abort);
+            return libc::EINVAL;
+        }
         match inner.sq().end(SendQueue::wr_complete) {
             Ok(true) => doorbell(inner.cmd_fd, inner.handle).err().unwrap_or(0),
             Ok(false) => 0,

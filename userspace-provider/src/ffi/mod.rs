@@ -29,6 +29,45 @@ macro_rules! inner_of {
 mod ex;
 mod queues;
 
+/// The QP state libibverbs recorded at the last successful `ibv_modify_qp` (a transition the
+/// kernel made on its own, to the error state, is not in it).
+///
+/// # Safety
+///
+/// `qp` is a live QP of this provider (an `ibv_qp`, or the `ibv_qp_ex` that starts with one).
+unsafe fn recorded_state(qp: *const sys::ibv_qp) -> sys::ibv_qp_state {
+    // SAFETY: per the contract the field is readable; libibverbs may write it concurrently
+    // (ibv_modify_qp on another thread), hence the volatile read of the plain integer.
+    unsafe { ptr::read_volatile(ptr::addr_of!((*qp).state)) }
+}
+
+/// Posting sends needs RTS or SQD (or the error state, where they are flushed): IBA 10.8.2
+/// makes a post in RESET, INIT or RTR an immediate error.
+///
+/// # Safety
+///
+/// As for [`recorded_state`].
+unsafe fn can_post_send(qp: *const sys::ibv_qp) -> bool {
+    // SAFETY: per the contract.
+    let s = unsafe { recorded_state(qp) };
+    !matches!(
+        s,
+        sys::ibv_qp_state_IBV_QPS_RESET
+            | sys::ibv_qp_state_IBV_QPS_INIT
+            | sys::ibv_qp_state_IBV_QPS_RTR
+    )
+}
+
+/// Posting receives is an immediate error only in RESET.
+///
+/// # Safety
+///
+/// As for [`recorded_state`].
+unsafe fn can_post_recv(qp: *const sys::ibv_qp) -> bool {
+    // SAFETY: per the contract.
+    unsafe { recorded_state(qp) != sys::ibv_qp_state_IBV_QPS_RESET }
+}
+
 use core::ffi::{c_char, c_int, c_void, CStr};
 use core::mem::{offset_of, size_of};
 use core::ptr;

@@ -569,6 +569,12 @@ pub(super) unsafe extern "C" fn post_send(
         let Some(inner) = inner_of!(qp, OxQp) else {
             return libc::EINVAL;
         };
+        // SAFETY: libibverbs passes a live QP of this provider.
+        if !unsafe { super::can_post_send(qp) } {
+            // SAFETY: the caller's out-pointer, NULL or writable.
+            unsafe { set_bad_wr(bad_wr, wr) };
+            return libc::EINVAL;
+        }
         let mut err = 0;
         let ring = inner.sq().with(|sq| {
             let ud = sq.caps().ud;
@@ -606,7 +612,12 @@ pub(super) unsafe extern "C" fn post_recv(
     bad_wr: *mut *mut sys::ibv_recv_wr,
 ) -> c_int {
     guard(libc::EIO, || {
-        let Some(mut rq) = inner_of!(qp, OxQp).and_then(QpInner::lock_rq) else {
+        // SAFETY: libibverbs passes a live QP of this provider.
+        let ok = unsafe { super::can_post_recv(qp) };
+        let Some(mut rq) = inner_of!(qp, OxQp)
+            .filter(|_| ok)
+            .and_then(QpInner::lock_rq)
+        else {
             // SAFETY: the caller's out-pointer, NULL or writable.
             unsafe { set_bad_wr(bad_wr, wr) };
             return libc::EINVAL;
