@@ -84,7 +84,7 @@ module! {
     type: OxRdma,
     name: "oxrdma",
     author: "The oxrdma developers",
-    description: "Software RDMA provider: RoCE v1/v2 and iWARP over Ethernet",
+    description: "Software RDMA provider: RoCE v2 over Ethernet (RoCE v1 and iWARP devices without a data path yet)",
     license: "GPL",
     alias: ["rdma-link-oxroce", "rdma-link-oxiwarp"],
 }
