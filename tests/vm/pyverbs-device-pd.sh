@@ -22,10 +22,13 @@ declare -A netdev=([oxr0]=$VETH_A [oxi0]=$VETH_B [rxe0]=$VETH_B [siw0]=$VETH_A)
 declare -A gid=()
 
 veth_root
-rdma_link_add oxr0 oxroce "${netdev[oxr0]}"
-rdma_link_add oxi0 oxiwarp "${netdev[oxi0]}"
+# rxe first: its module takes UDP port 4791 of the namespace when it loads, and an oxroce
+# device takes it as soon as ib_mad starts its GSI QP (then rxe would not load). Here the
+# oxroce device's GSI QP cannot start (ib_mad says so in the log); these tests need no MADs.
 rxe_add rxe0 "${netdev[rxe0]}"
 siw_add siw0 "${netdev[siw0]}"
+rdma_link_add oxr0 oxroce "${netdev[oxr0]}"
+rdma_link_add oxi0 oxiwarp "${netdev[oxi0]}"
 
 # RoCE devices run with their RoCE v2 IPv4 GID (the GID the traffic tests will use), iWARP
 # devices with their only one, 0. test_device and test_pd do not use it, but it is the suite's
