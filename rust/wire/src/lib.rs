@@ -24,6 +24,7 @@
 
 pub mod crc32;
 pub mod crc32c;
+pub mod grh;
 pub mod headers;
 pub mod icrc;
 pub mod ip;
