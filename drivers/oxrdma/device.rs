@@ -491,9 +491,6 @@ impl Driver for OxDevice {
         if dev.kind != NodeKind::Roce {
             return Err(code::eopnotsupp());
         }
-        if !init.path.roce_v2 {
-            return Err(code::eopnotsupp());
-        }
         let gfp = if init.sleepable {
             GFP_KERNEL
         } else {

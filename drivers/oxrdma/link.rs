@@ -4,11 +4,13 @@
 
 use crate::device::{NodeKind, OxDevice};
 use crate::ox::net::{NetDevice, NetdevEvent, NetdevHandler, NetdevNotifier};
+use crate::ox::packet_type::EtherTypeHandler;
 use crate::ox::rdma::attrs::NodeType;
 use crate::ox::rdma::device::{Device, DeviceHandle, NewDevice};
 use crate::ox::rdma::link::{LinkRegistration, LinkType};
 use crate::ox::sync::GlobalMutex;
 use crate::rx::RoceRx;
+use crate::wire::grh::ETH_P_IBOE;
 use crate::wire::link::node_guid_from_mac;
 use kernel::{
     alloc::flags::GFP_KERNEL, alloc::KVec, c_str, prelude::*, str::CStr, sync::Arc, types::ARef,
@@ -237,6 +239,8 @@ pub(crate) fn roce_rx() -> Option<Arc<RoceRx>> {
 /// Everything registered for the module's lifetime. Dropping it unregisters the link types
 /// and the notifier first (no new devices, no new events), then every device.
 pub(crate) struct Links {
+    /// RoCE v1 frames to the receiver (unregistered first, before the devices go).
+    _v1: Pin<KBox<EtherTypeHandler<RoceRx>>>,
     _roce: LinkRegistration<RoceLink>,
     _iwarp: LinkRegistration<IwarpLink>,
     _watch: NetdevNotifier<NetdevWatch>,
@@ -244,8 +248,23 @@ pub(crate) struct Links {
 
 impl Links {
     pub(crate) fn register() -> Result<Self> {
-        *RECEIVER.lock() = Some(RoceRx::new(MAX_DEVICES)?);
+        let rx = RoceRx::new(MAX_DEVICES)?;
+        let v1 = KBox::pin_init(
+            EtherTypeHandler::register(ETH_P_IBOE, rx.clone()),
+            GFP_KERNEL,
+        )?;
+        *RECEIVER.lock() = Some(rx);
+        let links = Self::register_links(v1);
+        if links.is_err() {
+            let r = RECEIVER.lock().take();
+            drop(r);
+        }
+        links
+    }
+
+    fn register_links(v1: Pin<KBox<EtherTypeHandler<RoceRx>>>) -> Result<Self> {
         Ok(Self {
+            _v1: v1,
             _watch: NetdevNotifier::register()?,
             _roce: LinkRegistration::register()?,
             _iwarp: LinkRegistration::register()?,

@@ -33,6 +33,7 @@ pub mod uapi {
 pub mod wire {
     pub mod crc32;
     pub mod crc32c;
+    pub mod grh;
     pub mod headers;
     pub mod icrc;
     pub mod ip;
@@ -84,7 +85,7 @@ module! {
     type: OxRdma,
     name: "oxrdma",
     author: "The oxrdma developers",
-    description: "Software RDMA provider: RoCE v2 over Ethernet (RoCE v1 and iWARP devices without a data path yet)",
+    description: "Software RDMA provider: RoCE v1 and v2 over Ethernet (iWARP devices without a data path yet)",
     license: "GPL",
     alias: ["rdma-link-oxroce", "rdma-link-oxiwarp"],
 }

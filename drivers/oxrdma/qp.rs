@@ -420,13 +420,6 @@ impl QpInner {
         }
         let mut n = st.attrs;
         if let Some(p) = a.path {
-            if !p.roce_v2 {
-                pr_info!(
-                    "oxrdma: QP {}: RoCE v1 paths are not supported yet\n",
-                    self.qpn
-                );
-                return Err(EINVAL);
-            }
             n.path = Some(p);
         }
         if let Some(m) = a.path_mtu {

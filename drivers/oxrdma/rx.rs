@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
-//! RoCE v2 reception: the module's receiver of every namespace's UDP tunnel. Each packet is
-//! processed where it arrives, in the receive softirq: the device it is for (by the netdev
-//! it came in on), the ICRC, the QP, the QP's responder or completer, the ACK. No queue, no
-//! worker, and nothing allocated per packet.
+//! RoCE reception: the module's receiver of every namespace's UDP tunnel (RoCE v2) and of
+//! ethertype 0x8915 frames (RoCE v1). Each packet is processed where it arrives, in the
+//! receive softirq: the device it is for (by the netdev it came in on), the ICRC, the QP, the
+//! QP's responder or completer, the ACK. No queue, no worker, and nothing allocated per
+//! packet.
 
 use crate::dev::RoceDev;
 use crate::ox::net::NetDevice;
+use crate::ox::packet_type::EtherTypeReceiver;
 use crate::ox::skb::RxSkb;
 use crate::ox::sync::SpinLockBh;
 use crate::ox::timer::now_us;
@@ -14,6 +16,7 @@ use crate::qp::NetHeader;
 use crate::stats::Counter;
 use crate::tx::KernelCrc;
 use crate::uapi::queue::network_hdr;
+use crate::wire::grh::{self, GRH_LEN};
 use crate::wire::icrc::{self, Encap};
 use crate::wire::ip;
 use crate::wire::packet;
@@ -125,7 +128,7 @@ struct Candidate {
 impl UdpEncapReceiver for RoceRx {
     fn receive(&self, pkt: RxSkb) {
         let (devs, exact) = self.candidates(pkt.ingress());
-        let bytes = pkt.ip_packet();
+        let bytes = pkt.network_packet();
         let now = now_us();
         let handled = devs
             .iter()
@@ -137,6 +140,55 @@ impl UdpEncapReceiver for RoceRx {
             pkt.discard();
         }
     }
+}
+
+impl EtherTypeReceiver for RoceRx {
+    /// RoCE v1 frames: only from the device's own netdev (RoCE v1 does not cross links).
+    fn receive(&self, pkt: RxSkb) {
+        let (devs, exact) = self.candidates(pkt.ingress());
+        let handled = match (&devs[0], exact) {
+            (Some(c), true) => receive_v1(&c.dev, &self.crc, pkt.network_packet(), now_us()),
+            _ => false,
+        };
+        if handled {
+            drop(pkt);
+        } else {
+            pkt.discard();
+        }
+    }
+}
+
+/// A received RoCE v1 packet (GRH onwards, Ethernet padding possibly after it) for `dev`.
+fn receive_v1(dev: &RoceDev, crc: &KernelCrc, frame: &[u8], now: u64) -> bool {
+    if dev.is_dead() {
+        return false;
+    }
+    let dropped = || {
+        dev.tx.stats.inc(Counter::RxDrop);
+        false
+    };
+    let Ok(g) = grh::parse(frame) else {
+        return dropped();
+    };
+    let pkt = &frame[..GRH_LEN + usize::from(g.payload_len)];
+    let iba = &pkt[GRH_LEN..];
+    let Ok(p) = packet::parse(iba) else {
+        return dropped();
+    };
+    let Some(qp) = dev.qp(p.headers.bth.dest_qp) else {
+        return dropped();
+    };
+    if icrc::verify_with(crc, Encap::RoceV1, pkt).is_ok() {
+        dev.tx.stats.inc(Counter::RcvdPkts);
+        let net = NetHeader {
+            bytes: &pkt[..GRH_LEN],
+            kind: network_hdr::ROCE_V1,
+        };
+        qp.receive(&p, iba, &net, now);
+    } else {
+        dev.tx.stats.inc(Counter::IcrcErr);
+    }
+    true
 }
 
 /// A received IP packet for device `dev`: checks it and gives it to its QP. Without `exact`

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The transmit path of a RoCE device: RoCE v2 packets built whole (IP and UDP headers
 //! included: the ICRC covers IP header fields) into an skb and sent along a route looked up
-//! in the device's network namespace, out of its netdev.
+//! in the device's network namespace, out of its netdev; RoCE v1 packets (GRH, ethertype
+//! 0x8915) straight out of the netdev to the path's MAC address.
 //!
 //! Context: any but hard interrupt (QPs send from system calls, work items, timers and
 //! packet reception); nothing here sleeps.
@@ -14,6 +15,7 @@ use crate::ox::sync::SpinLockBh;
 use crate::ox::timer::now_us;
 use crate::stats::{Counter, Stats};
 use crate::wire::crc32::{Crc32Engine, SoftCrc32};
+use crate::wire::grh::{self, Grh, ETH_P_IBOE, GRH_LEN};
 use crate::wire::icrc::{self, Encap, ICRC_LEN};
 use crate::wire::ip::{self, IpAddr, IpUdp};
 use crate::wire::link::{ib_mtu_for_link, ROCE_MAX_OVERHEAD};
@@ -85,6 +87,8 @@ pub(crate) struct TxPath {
     pub(crate) flow_label: u32,
     pub(crate) hop_limit: u8,
     pub(crate) sport: u16,
+    /// RoCE v1 (the source GID's type): the destination MAC address; `None` for RoCE v2.
+    pub(crate) v1_dmac: Option<[u8; 6]>,
 }
 
 impl TxPath {
@@ -232,6 +236,9 @@ impl Tx {
         payload_len: usize,
         fill: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result {
+        if let Some(dmac) = path.v1_dmac {
+            return self.send_v1(path, &dmac, h, payload_len, fill);
+        }
         let now = now_us();
         let (nd, route) = self.route(path, now)?;
         let ip_len = path.dst.headers_len();
@@ -276,6 +283,44 @@ impl Tx {
                 c.since_us = 0;
             }
         }
+        res
+    }
+
+    /// [`Tx::send`] for a RoCE v1 path: GRH, `h`, payload, pad, ICRC, out of the netdev in an
+    /// Ethernet frame to `dmac` (RoCE v1 does not leave the link: no route).
+    fn send_v1(
+        &self,
+        path: &TxPath,
+        dmac: &[u8; 6],
+        h: &Headers,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result {
+        let nd = self.netdev().ok_or(ENODEV)?;
+        let iba_len = packet::packet_len(h, payload_len).ok_or(EINVAL)?;
+        let after_grh = u16::try_from(iba_len + ICRC_LEN).map_err(|_| EINVAL)?;
+        let mut skb = Skb::alloc_tx(&nd, GRH_LEN + usize::from(after_grh))?;
+        let buf = skb.data_mut();
+        let hl = packet::write_headers(h, payload_len, &mut buf[GRH_LEN..]).map_err(|_| EINVAL)?;
+        let at = GRH_LEN + hl;
+        if !fill(&mut buf[at..at + payload_len]) {
+            return Err(EFAULT);
+        }
+        let g = Grh {
+            traffic_class: path.traffic_class,
+            flow_label: path.flow_label,
+            payload_len: after_grh,
+            hop_limit: path.hop_limit,
+            sgid: path.src.to_gid(),
+            dgid: path.dst.to_gid(),
+        };
+        grh::write(&g, buf).map_err(|_| EINVAL)?;
+        icrc::fill_with(&*self.crc, Encap::RoceV1, buf).map_err(|_| EINVAL)?;
+        let res = skb.xmit_link(&nd, ETH_P_IBOE, dmac);
+        self.stats.inc(match res {
+            Ok(()) => Counter::SentPkts,
+            Err(_) => Counter::SendErr,
+        });
         res
     }
 }

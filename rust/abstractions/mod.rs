@@ -14,6 +14,7 @@ pub mod error;
 pub mod ida;
 pub mod kunit;
 pub mod net;
+pub mod packet_type;
 pub mod rdma;
 pub mod route;
 pub mod skb;

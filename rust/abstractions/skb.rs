@@ -146,6 +146,27 @@ impl Skb {
         }
     }
 
+    /// Sends the complete network packet out of `dev` with a link-layer header of its own:
+    /// `ethertype` (host order), destination `dmac`, the device's address as the source
+    /// (`dev_hard_header`, then `dev_queue_xmit`; process or softirq context). No route, no
+    /// neighbour lookup: for link-local protocols such as RoCE v1. The packet is consumed;
+    /// errors are the queue's (`ENOBUFS` for a drop) or `EINVAL` if the device builds no
+    /// such header.
+    pub fn xmit_link(self, dev: &NetDevice, ethertype: u16, dmac: &[u8; 6]) -> Result {
+        let skb = self.into_raw();
+        // SAFETY: `skb` is an owned linear skb with `LL_RESERVED_SPACE(dev)` of headroom for
+        // the header (type invariant, `alloc_tx` for this device), which moves to the stack
+        // here; `dev` is a valid device and `dmac` 6 readable bytes for the call.
+        let ret =
+            unsafe { bindings::oxrdma_skb_link_out(skb, dev.as_raw(), ethertype, dmac.as_ptr()) };
+        match ret {
+            0 => Ok(()),
+            r if r == bindings::NET_XMIT_CN as i32 => Ok(()),
+            r if r > 0 => Err(code::enobufs()),
+            r => Err(Error::from_errno(r)),
+        }
+    }
+
     /// Frees the packet as dropped (`kfree_skb`), for drop monitors.
     pub fn discard(self) {
         let skb = self.into_raw();
@@ -192,13 +213,15 @@ impl Drop for Skb {
     }
 }
 
-/// An owned received packet, as the UDP tunnel hands it to its receiver.
+/// An owned received packet, as the UDP tunnel or an ethertype handler hands it to its
+/// receiver.
 ///
 /// # Invariants
 ///
 /// `ptr` is a valid `sk_buff` owned by this value: linear, its network header set to the
-/// start of the received IP packet, which extends to the end of the skb's data (the stack
-/// trimmed it to the IP and UDP lengths). `dev` is the device it arrived on (`skb->dev` at
+/// start of the received network packet, which extends to the end of the skb's data (the IP
+/// stack trimmed it to the IP and UDP lengths; a link-layer frame may carry padding after the
+/// packet). `dev` is the device it arrived on (`skb->dev` at
 /// delivery), held: the packet may be processed after the receive softirq that delivered it.
 pub struct RxSkb {
     ptr: NonNull<bindings::sk_buff>,
@@ -240,9 +263,10 @@ impl RxSkb {
         unsafe { bindings::oxrdma_skb_protocol(self.ptr.as_ptr()) == ETH_P_IPV6_BE }
     }
 
-    /// The whole network packet as received, from the IP header to the end (IP header, UDP
-    /// header, IBA headers, payload, ICRC).
-    pub fn ip_packet(&self) -> &[u8] {
+    /// The whole network packet as received, from the network header to the end (for RoCE v2:
+    /// IP header, UDP header, IBA headers, payload, ICRC; for a link-layer frame, any padding
+    /// too).
+    pub fn network_packet(&self) -> &[u8] {
         let skb = self.ptr.as_ptr();
         // The network header is at or before `data` (received packets are pulled past it), so
         // the offset is not positive.

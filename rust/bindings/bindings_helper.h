@@ -7,6 +7,7 @@
 #include <linux/crc32.h>
 #include <linux/crc32c.h>
 #include <linux/idr.h>
+#include <linux/if_packet.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
 #include <net/dst.h>

@@ -97,6 +97,27 @@ int oxrdma_skb_local_out(struct sk_buff *skb, struct dst_entry *dst, bool ipv6)
 	return ip_local_out(dev_net(dst->dev), NULL, skb);
 }
 
+int oxrdma_skb_link_out(struct sk_buff *skb, struct net_device *ndev, u16 proto, const u8 *dmac)
+{
+	skb->dev = ndev;
+	skb->protocol = htons(proto);
+	if (dev_hard_header(skb, ndev, proto, dmac, ndev->dev_addr, skb->len) < 0) {
+		kfree_skb(skb);
+		return -EINVAL;
+	}
+	return dev_queue_xmit(skb);
+}
+
+struct sk_buff *oxrdma_skb_share_check(struct sk_buff *skb)
+{
+	return skb_share_check(skb, GFP_ATOMIC);
+}
+
+u8 oxrdma_skb_pkt_type(const struct sk_buff *skb)
+{
+	return skb->pkt_type;
+}
+
 struct dst_entry *oxrdma_route_v4(struct net_device *ndev, __be32 saddr, __be32 daddr, u8 tos,
 				  __be32 *out_saddr)
 {

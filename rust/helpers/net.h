@@ -35,6 +35,9 @@ unsigned char *oxrdma_skb_network_header(const struct sk_buff *skb);
 int oxrdma_skb_network_offset(const struct sk_buff *skb);
 /* skb_linearize() */
 int oxrdma_skb_linearize(struct sk_buff *skb);
+/* skb_share_check(skb, GFP_ATOMIC); skb->pkt_type */
+struct sk_buff *oxrdma_skb_share_check(struct sk_buff *skb);
+u8 oxrdma_skb_pkt_type(const struct sk_buff *skb);
 /* kfree_skb(): free a dropped packet; consume_skb() (inline without tracepoints). */
 void oxrdma_kfree_skb(struct sk_buff *skb);
 void oxrdma_consume_skb(struct sk_buff *skb);
@@ -46,6 +49,14 @@ void oxrdma_consume_skb(struct sk_buff *skb);
  * building. Consumes @skb; returns what ip(6)_local_out returns.
  */
 int oxrdma_skb_local_out(struct sk_buff *skb, struct dst_entry *dst, bool ipv6);
+
+/*
+ * Link-layer output of a complete network packet at skb->data through @ndev: skb->dev and
+ * skb->protocol = htons(@proto), dev_hard_header() with destination @dmac and the device's
+ * own address as source, then dev_queue_xmit(). Consumes @skb; returns what dev_queue_xmit
+ * returns, or -EINVAL (skb freed) if no link-layer header could be built.
+ */
+int oxrdma_skb_link_out(struct sk_buff *skb, struct net_device *ndev, u16 proto, const u8 *dmac);
 
 /*
  * Route lookups in dev_net(ndev) with the output interface forced to @ndev (flowi oif) and

@@ -158,6 +158,7 @@ impl QpInner {
             flow_label: p.flow_label,
             hop_limit: if p.hop_limit == 0 { 64 } else { p.hop_limit },
             sport: flow_sport(self.qpn, remote_qpn),
+            v1_dmac: (!p.roce_v2).then_some(p.dmac),
         };
         let mut local_err = None;
         let dev = &self.dev;
@@ -204,7 +205,7 @@ impl QpInner {
         let mut grh = [0u8; GRH_AREA];
         let kind = net.kind;
         match kind {
-            network_hdr::IPV6 if net.bytes.len() >= GRH_AREA => {
+            network_hdr::IPV6 | network_hdr::ROCE_V1 if net.bytes.len() >= GRH_AREA => {
                 grh.copy_from_slice(&net.bytes[..GRH_AREA])
             }
             network_hdr::IPV4 if net.bytes.len() >= 20 => {

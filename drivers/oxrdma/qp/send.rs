@@ -361,6 +361,7 @@ impl QpInner {
             flow_label: p.flow_label,
             hop_limit: if p.hop_limit == 0 { 64 } else { p.hop_limit },
             sport: flow_sport(self.qpn, st.attrs.dest_qpn),
+            v1_dmac: (!p.roce_v2).then_some(p.dmac),
         })
     }
 

@@ -223,8 +223,11 @@ fn tunnel_v4_delivers_exact_bytes(t: &mut Test) {
             Some(p) => {
                 t.expect(!p.is_ipv6(), "IPv4");
                 t.expect(*p.ingress() == *dev, "arrived on lo");
-                t.expect_eq(p.ip_packet().len(), sent.len());
-                t.expect(p.ip_packet() == &sent[..], "received bytes == sent bytes");
+                t.expect_eq(p.network_packet().len(), sent.len());
+                t.expect(
+                    p.network_packet() == &sent[..],
+                    "received bytes == sent bytes",
+                );
             }
             None => t.fail(format_args!("nothing received ({len} bytes)")),
         }
@@ -249,7 +252,10 @@ fn tunnel_v6_delivers_exact_bytes(t: &mut Test) {
         Some(p) => {
             t.expect(p.is_ipv6(), "IPv6");
             t.expect(*p.ingress() == *dev, "arrived on lo");
-            t.expect(p.ip_packet() == &sent[..], "received bytes == sent bytes");
+            t.expect(
+                p.network_packet() == &sent[..],
+                "received bytes == sent bytes",
+            );
         }
         None => t.fail(format_args!("nothing received (UDP checksum 0 over IPv6)")),
     }
