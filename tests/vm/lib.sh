@@ -612,13 +612,14 @@ run_pair_ns() {
 
 # roce_gid_index DEV IPV4|IPV6-GID-SUFFIX: print the index of DEV's "RoCE v2" GID whose value
 # is ADDR (as sysfs shows it, e.g. 0000:0000:0000:0000:0000:ffff:0a4d:0001); status 1 if none.
+# A third argument picks another GID type ("IB/RoCE v1").
 roce_gid_index() {
-	local dev=$1 want=$2 f i
+	local dev=$1 want=$2 type=${3:-RoCE v2} f i
 	for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
 		i=${f##*/}
 		[[ $(<"$f") == "$want" ]] || continue
 		# (The type of an unused entry cannot be read: an error, not a match.)
-		[[ $(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null) == "RoCE v2" ]] ||
+		[[ $(cat "/sys/class/infiniband/$dev/ports/1/gid_attrs/types/$i" 2>/dev/null) == "$type" ]] ||
 			continue
 		echo "$i"
 		return 0
