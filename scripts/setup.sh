@@ -15,7 +15,7 @@ PKGS=(
 	qemu-system-x86
 	# RDMA userland and network tools used by the tests
 	rdma-core ibverbs-utils ibverbs-providers perftest rdmacm-utils libibverbs-dev librdmacm-dev
-	python3-pyverbs iproute2 iputils-ping tcpdump tshark iperf3 ethtool sockperf
+	python3-pyverbs iproute2 iputils-ping tcpdump tshark iperf3 ethtool sockperf nvme-cli fio
 )
 
 ensure_debs "${PKGS[@]}"

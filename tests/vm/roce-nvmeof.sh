@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# NVMe over Fabrics over oxroce: the nvmet-rdma target exports a namespace backed by a file in
+# RAM, the nvme-rdma host connects to it through rdma_cm, and fio writes and reads back with a
+# checksum (direct I/O, several block sizes, concurrent jobs). Then the teardowns: nvme
+# disconnect while idle and under I/O, and the target's port removed under I/O (the host's I/O
+# fails, its controller goes away after ctrl_loss_tmo). No QP but the GSI QP stays, and the
+# modules unload.
+#
+# Both ends run in the initial namespace: nvmet-rdma and nvme-rdma create their rdma_cm IDs
+# there, whatever namespace a device is in. So host and target use the one oxroce device that
+# holds the target's address (rdma_cm's choice for a local destination), and the traffic loops
+# back through the loopback device: this checks the kernel ULP path (fast registration, remote
+# invalidation, RDMA READ/WRITE of the data), not the wire (roce-rdmacm.sh does that).
+set -euo pipefail
+# shellcheck source=tests/vm/lib.sh
+. "$OX_ROOT/tests/vm/lib.sh"
+
+NQN=oxrdma-test
+CFG=/sys/kernel/config/nvmet
+
+for m in nvmet nvmet_rdma nvme_rdma rdma_ucm; do
+	modprobe "$m" || fail "modprobe $m"
+done
+mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || fail "configfs"
+
+veth_root
+rdma_link_add oxt0 oxroce "$VETH_A"
+
+img=$OX_TMP/ns1.img
+truncate -s 256M "$img"
+
+target_up() {
+	mkdir -p "$CFG/subsystems/$NQN/namespaces/1" "$CFG/ports/1"
+	echo 1 >"$CFG/subsystems/$NQN/attr_allow_any_host"
+	echo "$img" >"$CFG/subsystems/$NQN/namespaces/1/device_path"
+	echo 1 >"$CFG/subsystems/$NQN/namespaces/1/enable"
+	echo rdma >"$CFG/ports/1/addr_trtype"
+	echo ipv4 >"$CFG/ports/1/addr_adrfam"
+	echo "$VETH_A_IP4" >"$CFG/ports/1/addr_traddr"
+	echo 4420 >"$CFG/ports/1/addr_trsvcid"
+	ln -s "$CFG/subsystems/$NQN" "$CFG/ports/1/subsystems/$NQN"
+}
+
+target_down() {
+	rm -f "$CFG/ports/1/subsystems/$NQN"
+	rmdir "$CFG/ports/1" 2>/dev/null || true
+	if [ -d "$CFG/subsystems/$NQN" ]; then
+		echo 0 >"$CFG/subsystems/$NQN/namespaces/1/enable" || true
+		rmdir "$CFG/subsystems/$NQN/namespaces/1" "$CFG/subsystems/$NQN" || true
+	fi
+}
+at_exit target_down
+
+# The block device of the connected controller, once it shows up.
+NVME_DEV=
+_nvme_dev() {
+	local c
+	for c in /sys/class/nvme/nvme*; do
+		[ -e "$c/subsysnqn" ] && [ "$(<"$c/subsysnqn")" = "$NQN" ] || continue
+		[ "$(<"$c/state")" = live ] || continue
+		for b in "$c"/nvme*n1; do
+			[ -e "$b" ] || continue
+			NVME_DEV=/dev/${b##*/}
+			[ -b "$NVME_DEV" ] && return 0
+		done
+	done
+	return 1
+}
+
+connect() {
+	expect_ok nvme connect -t rdma -a "$VETH_A_IP4" -s 4420 -n "$NQN" -i 2 \
+		--ctrl-loss-tmo=5 --reconnect-delay=1
+	wait_until 30 _nvme_dev || fail "no live controller for $NQN after nvme connect"
+	info "connected: $NVME_DEV ($(cat "/sys/block/${NVME_DEV#/dev/}/size") sectors)"
+}
+
+_no_controller() {
+	local c
+	for c in /sys/class/nvme/nvme*; do
+		[ -e "$c/subsysnqn" ] && [ "$(<"$c/subsysnqn")" = "$NQN" ] && return 1
+	done
+	return 0
+}
+
+_only_gsi() {
+	[ -z "$(rdma res show qp | grep -v ' type GSI ' || true)" ]
+}
+
+nothing_left() {
+	local what=$1 qps
+	wait_until 20 _only_gsi || true
+	qps=$(rdma res show qp | grep -v ' type GSI ' || true)
+	expect_eq "$qps" "" "$what: QPs left (other than GSI)"
+}
+
+target_up
+connect
+info "QPs: $(rdma res show qp | grep -v ' type GSI ' | awk '{print $2}' | sort | uniq -c | tr -s ' ' | tr '\n' ' ')"
+
+# Data integrity: write with a checksum per block, read back and verify, direct I/O; four jobs
+# on disjoint 32 MiB regions at once.
+for bs in 4k 64k 1m; do
+	info "fio: $bs blocks, 4 jobs, write then verify"
+	expect_ok fio --name="verify-$bs" --filename="$NVME_DEV" --direct=1 --ioengine=libaio \
+		--iodepth=8 --rw=randwrite --bs="$bs" --size=32M --offset_increment=32M --numjobs=4 \
+		--verify=crc32c --do_verify=1 --verify_fatal=1 --group_reporting
+	expect_no_match "$EXPECT_OUT" 'verify: bad|err= *[1-9]' "fio $bs: no verify or I/O error"
+	info "fio $bs: $(grep -E '^ *(WRITE|READ):' <<<"$EXPECT_OUT" | tr -s ' ' | tr '\n' ' ')"
+done
+# Mixed sizes in one run, reads and writes interleaved.
+expect_ok fio --name=mixed --filename="$NVME_DEV" --direct=1 --ioengine=libaio --iodepth=16 \
+	--rw=randwrite --bsrange=4k-256k --size=64M --verify=crc32c \
+	--do_verify=1 --verify_fatal=1
+info "fio mixed 4 KiB - 256 KiB (the namespace has 4 KiB blocks): verified"
+
+info "nvme disconnect while idle"
+expect_ok nvme disconnect -n "$NQN"
+wait_until 20 _no_controller || fail "controller still present after nvme disconnect"
+nothing_left "after disconnect (idle)"
+
+info "nvme disconnect under I/O"
+connect
+fio --name=load --filename="$NVME_DEV" --direct=1 --ioengine=libaio --iodepth=16 --rw=randrw \
+	--bs=64k --size=128M --time_based --runtime=60 >"$OX_TMP/fio-load1.log" 2>&1 &
+fio_pid=$!
+sleep 3
+kill -0 "$fio_pid" || fail "fio ended early: $(cat "$OX_TMP/fio-load1.log")"
+expect_ok timeout 60 nvme disconnect -n "$NQN"
+wait_until 60 _ox_exited "$fio_pid" || fail "fio still running 60 s after the disconnect"
+wait "$fio_pid" || true
+wait_until 20 _no_controller || fail "controller still present after nvme disconnect"
+nothing_left "after disconnect under I/O"
+
+info "target port removed under I/O"
+connect
+fio --name=load --filename="$NVME_DEV" --direct=1 --ioengine=libaio --iodepth=16 --rw=randrw \
+	--bs=64k --size=128M --time_based --runtime=60 >"$OX_TMP/fio-load2.log" 2>&1 &
+fio_pid=$!
+sleep 3
+kill -0 "$fio_pid" || fail "fio ended early: $(cat "$OX_TMP/fio-load2.log")"
+rm "$CFG/ports/1/subsystems/$NQN"
+rmdir "$CFG/ports/1"
+# The host reconnects every second and gives up after ctrl_loss_tmo (5 s); then the I/O fails.
+wait_until 90 _ox_exited "$fio_pid" || fail "fio still running 90 s after the target went away"
+wait "$fio_pid" || true
+wait_until 60 _no_controller || fail "controller still present 60 s after the target went away"
+expect_match "$(cat "$OX_TMP/fio-load2.log")" 'err=|error' "fio saw the I/O fail"
+nothing_left "after the target went away"
+
+target_down
+for m in nvme_rdma nvmet_rdma; do
+	expect_ok rmmod "$m"
+done
+expect_ok rmmod oxrdma
+info "rmmod nvme_rdma nvmet_rdma oxrdma: clean"
+pass
