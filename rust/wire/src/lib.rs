@@ -33,3 +33,4 @@ pub mod opcode;
 pub mod packet;
 pub mod psn;
 pub mod rc;
+pub mod uc;
