@@ -352,7 +352,7 @@ impl Driver for OxDevice {
         mut ctx: Option<&mut UserCall<'_>>,
     ) -> Result<QpCreated<Qp>> {
         match init.qp_type {
-            QpType::Rc | QpType::Ud => {}
+            QpType::Rc | QpType::Uc | QpType::Ud => {}
             // QP 1 is ib_mad's, a kernel user's.
             QpType::Gsi if ctx.is_none() => {}
             _ => return Err(code::eopnotsupp()),

@@ -42,6 +42,7 @@ pub mod wire {
     pub mod packet;
     pub mod psn;
     pub mod rc;
+    pub mod uc;
 }
 
 #[forbid(unsafe_code)]

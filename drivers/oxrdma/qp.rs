@@ -47,6 +47,7 @@ use crate::wire::rc::completer::{Response, ResponseAction, ResponseKind};
 use crate::wire::rc::requester::{RcError, Requester, RequesterConfig, Status, TimerAction};
 use crate::wire::rc::responder::{Ack, Request, Responder, ResponderAction, ResponderConfig};
 use crate::wire::rc::{packets_for, OpKind};
+use crate::wire::uc::{UcAction, UcReceiver};
 use core::sync::atomic::{fence, AtomicBool, Ordering};
 use kernel::{
     alloc::flags::GFP_KERNEL,
@@ -149,6 +150,8 @@ pub(crate) struct QpState {
     sqd_notify: bool,
     /// A datagram QP's next send PSN.
     ud_psn: Psn,
+    /// A UC QP's receive sequence (RC QPs have their responder instead).
+    uc: UcReceiver,
     dead: bool,
 }
 
@@ -295,6 +298,15 @@ fn request_opcode(op: WrOpcode, first: bool, last: bool) -> Opcode {
     }
 }
 
+/// The UC opcode of a request packet: UC SEND and RDMA WRITE opcodes are RC's (0x00-0x0B)
+/// with bit 5 set.
+fn uc_opcode(rc: Opcode) -> Option<Opcode> {
+    match rc.value() {
+        v @ 0x00..=0x0b => Opcode::from_u8(v | 0x20),
+        _ => None,
+    }
+}
+
 fn read_response_opcode(i: u32, n: u32) -> Opcode {
     match (i == 0, i + 1 == n) {
         (true, true) => Opcode::RcRdmaReadResponseOnly,
@@ -346,6 +358,7 @@ impl QpInner {
                     reads,
                     sqd_notify: false,
                     ud_psn: Psn::new(0),
+                    uc: UcReceiver::new(Psn::new(0)),
                     dead: false,
                 }, "oxrdma_qp"),
             }),
@@ -462,7 +475,10 @@ impl QpInner {
             }
             n.port = v;
         }
-        if next == St::Rtr && (n.path.is_none() || n.pmtu == 0) && self.qp_type == QpType::Rc {
+        if next == St::Rtr
+            && (n.path.is_none() || n.pmtu == 0)
+            && matches!(self.qp_type, QpType::Rc | QpType::Uc)
+        {
             return Err(EINVAL);
         }
         st.attrs = n;
@@ -480,6 +496,7 @@ impl QpInner {
                 if let Some(m) = resp_mem.take() {
                     st.resp = Some(init_responder(m, cfg));
                 }
+                st.uc = UcReceiver::new(Psn::new(n.rq_psn));
             }
             St::Rts if from == St::Rtr && !connected => st.ud_psn = Psn::new(n.sq_psn),
             St::Rts if from == St::Rtr => {
@@ -515,7 +532,13 @@ impl QpInner {
             cur_state: Some(st.state),
             path_mtu: Some(if a.pmtu == 0 { 1024 } else { a.pmtu }),
             dest_qpn: Some(a.dest_qpn),
-            rq_psn: Some(st.resp.as_ref().map_or(a.rq_psn, |r| r.epsn().get())),
+            rq_psn: Some(match (self.qp_type, st.resp.as_ref()) {
+                (QpType::Uc, _) if st.state != St::Reset && st.state != St::Init => {
+                    st.uc.epsn().get()
+                }
+                (_, Some(r)) => r.epsn().get(),
+                _ => a.rq_psn,
+            }),
             sq_psn: Some(st.req.as_ref().map_or(a.sq_psn, |r| r.next_psn().get())),
             access: Some(a.access),
             timeout: Some(a.timeout),

@@ -43,6 +43,7 @@ impl QpInner {
         }
         match (self.qp_type, pkt.opcode.transport()) {
             (QpType::Rc, Transport::Rc) => {}
+            (QpType::Uc, Transport::Uc) => return self.on_uc_request(&mut st, pkt, bytes),
             (QpType::Ud | QpType::Gsi, Transport::Ud) => {
                 return self.receive_datagram(&mut st, pkt, bytes, net);
             }
@@ -182,19 +183,7 @@ impl QpInner {
                     let Some(resp) = st.resp.as_mut() else { return };
                     let a = resp.reject(psn.unwrap_or(req.psn), code);
                     self.send_ack(st, &a);
-                    if let Some(p) = st.recv.take() {
-                        self.recv_cq.push(
-                            &Cqe {
-                                wr_id: p.entry.wr_id,
-                                status,
-                                opcode: wc_opcode::RECV,
-                                qp_num: self.qpn,
-                                ..Default::default()
-                            },
-                            false,
-                            &self.events,
-                        );
-                    }
+                    self.fail_recv(st, status);
                     self.events.raise(if code == NakCode::RemoteAccessError {
                         QpEvent::AccessError
                     } else {
@@ -227,6 +216,57 @@ impl QpInner {
         }
     }
 
+    /// A UC request packet: executed in sequence, no acknowledgement; a lost packet loses its
+    /// message (see `wire::uc`), and so does one that cannot be executed (no receive WQE, a
+    /// refused memory access): its receive WQE, if it had one, completes with the error.
+    fn on_uc_request(&self, st: &mut QpState, pkt: &Packet, bytes: &[u8]) {
+        let opc = pkt.opcode;
+        let pos = opc.position();
+        if !matches!(opc.operation(), Operation::Send | Operation::RdmaWrite) {
+            self.dev.tx.stats.inc(Counter::RxDrop);
+            return;
+        }
+        let first = matches!(pos, Position::First | Position::Only);
+        let last = matches!(pos, Position::Last | Position::Only);
+        match st.uc.on_packet(pkt.headers.bth.psn, first, last) {
+            UcAction::Drop => {
+                self.dev.tx.stats.inc(Counter::OutOfSeqRequest);
+                // A WRITE in progress is over; a SEND's receive WQE waits for the next one.
+                st.write = None;
+            }
+            UcAction::Execute { .. } => match self.execute(st, pkt, bytes, None) {
+                Ok(()) => {
+                    if st.state == St::Rtr {
+                        self.events.raise(QpEvent::CommEstablished);
+                    }
+                }
+                Err(Refusal { status, .. }) => {
+                    self.dev.tx.stats.inc(Counter::RxDrop);
+                    st.uc.abandon();
+                    st.write = None;
+                    self.fail_recv(st, status);
+                }
+            },
+        }
+    }
+
+    /// Completes the receive WQE a message was filling, if any, with error `status`.
+    fn fail_recv(&self, st: &mut QpState, status: u8) {
+        if let Some(p) = st.recv.take() {
+            self.recv_cq.push(
+                &Cqe {
+                    wr_id: p.entry.wr_id,
+                    status,
+                    opcode: wc_opcode::RECV,
+                    qp_num: self.qpn,
+                    ..Default::default()
+                },
+                false,
+                &self.events,
+            );
+        }
+    }
+
     /// Executes an in-sequence request.
     pub(super) fn execute(
         &self,
@@ -244,7 +284,12 @@ impl QpInner {
         let access_err = Refusal::new(NakCode::RemoteAccessError, wc_status::REM_ACCESS_ERR);
         match opc.operation() {
             Operation::Send => {
-                if first {
+                if first && self.qp_type == QpType::Uc && st.recv.is_some() {
+                    // UC: the receive WQE of a message that was lost is filled again.
+                    if let Some(p) = st.recv.as_mut() {
+                        p.offset = 0;
+                    }
+                } else if first {
                     if st.recv.is_some() {
                         return Err(inval);
                     }

@@ -318,6 +318,18 @@ impl QpInner {
         let Some(kind) = kind_of(v.opcode) else {
             return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
         };
+        // UC carries SENDs and RDMA WRITEs (with immediate data or not), nothing else.
+        if self.qp_type == QpType::Uc
+            && !matches!(
+                v.opcode,
+                WrOpcode::Send
+                    | WrOpcode::SendWithImm
+                    | WrOpcode::RdmaWrite
+                    | WrOpcode::RdmaWriteWithImm
+            )
+        {
+            return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
+        }
         let len: u64 = if !e.inline.is_empty() || e.wqe.inline_len != 0 {
             e.inline.len() as u64
         } else {
@@ -386,9 +398,14 @@ impl QpInner {
             let Some(op) = st.ops[idx].as_ref() else {
                 return;
             };
-            let opc = request_opcode(op.opcode, tx.first, tx.last);
+            let uc = self.qp_type == QpType::Uc;
+            let mut opc = request_opcode(op.opcode, tx.first, tx.last);
+            if uc {
+                // post_one let only SENDs and WRITEs in.
+                opc = uc_opcode(opc).unwrap_or(opc);
+            }
             let mut h = Headers::new(self.bth(st, opc, tx.psn));
-            h.bth.ack_req = tx.ack_req;
+            h.bth.ack_req = tx.ack_req && !uc;
             let payload = match tx.kind {
                 OpKind::Send | OpKind::Write => tx.len,
                 _ => 0,
@@ -460,6 +477,21 @@ impl QpInner {
                 }
                 self.to_error(st, None);
                 return;
+            }
+            if uc {
+                // Nothing acknowledges UC: a packet counts as delivered once sent (or lost),
+                // and a work request completes with its last packet.
+                let ack = Response {
+                    psn: tx.psn,
+                    kind: ResponseKind::Ack {
+                        syndrome: Syndrome::Ack { credit_code: 31 },
+                        msn: 0,
+                    },
+                };
+                if let Some(req) = st.req.as_mut() {
+                    req.on_response(now, &ack);
+                }
+                continue;
             }
             if r.is_err() {
                 // Lost like on the wire: the retransmission timer recovers.
