@@ -610,6 +610,16 @@ run_pair_ns() {
 	run_pair --server-ns "$NS_B" --client-ns "$NS_A" "$@"
 }
 
+# check_pingpong SIDE OUTPUT N: an ibv_*_pingpong side's OUTPUT reports N completed
+# iterations and no error (its -c buffer check included).
+check_pingpong() {
+	local side=$1 out=$2 n=$3
+	[[ $out =~ (^|$'\n')([0-9]+)\ iters\ in\ [0-9.]+\ seconds ]] ||
+		fail "$side: no 'N iters in S seconds' line in: $out"
+	expect_eq "${BASH_REMATCH[2]}" "$n" "$side: completed iterations"
+	expect_no_match "$out" 'invalid data|Failed' "$side: no errors"
+}
+
 # roce_gid_index DEV IPV4|IPV6-GID-SUFFIX: print the index of DEV's "RoCE v2" GID whose value
 # is ADDR (as sysfs shows it, e.g. 0000:0000:0000:0000:0000:ffff:0a4d:0001); status 1 if none.
 # A third argument picks another GID type ("IB/RoCE v1").

@@ -18,14 +18,6 @@ tshark_q() {
 	tshark "$@" 2>/dev/null
 }
 
-check_side() {
-	local side=$1 out=$2 n=$3
-	[[ $out =~ (^|$'\n')([0-9]+)\ iters\ in\ [0-9.]+\ seconds ]] ||
-		fail "$side: no 'N iters in S seconds' line in: $out"
-	expect_eq "${BASH_REMATCH[2]}" "$n" "$side: completed iterations"
-	expect_no_match "$out" 'invalid data|Failed' "$side: no errors"
-}
-
 oxroce_pair
 v1a=$(roce_gid_index oxa_r "$(ipv4_gid "$NS_A_IP4")" "IB/RoCE v1") || fail "no RoCE v1 IPv4 GID on oxa_r"
 v1b=$(roce_gid_index oxb_r "$(ipv4_gid "$NS_B_IP4")" "IB/RoCE v1") || fail "no RoCE v1 IPv4 GID on oxb_r"
@@ -52,21 +44,21 @@ for size in 1 4096 9000; do
 	run_pair_ns --port 18515 120 \
 		ibv_rc_pingpong -d oxb_r -g "$v1b" -n "$iters" -s "$size" -c -- \
 		ibv_rc_pingpong -d oxa_r -g "$v1a" -n "$iters" -s "$size" -c "$NS_B_IP4"
-	check_side server "$PAIR_SERVER_OUT" "$iters"
-	check_side client "$PAIR_CLIENT_OUT" "$iters"
+	check_pingpong server "$PAIR_SERVER_OUT" "$iters"
+	check_pingpong client "$PAIR_CLIENT_OUT" "$iters"
 done
 info "RC, IPv6-based v1 GIDs, 5000-byte messages"
 run_pair_ns --port 18515 120 \
 	ibv_rc_pingpong -d oxb_r -g "$v16b" -n "$iters" -s 5000 -c -- \
 	ibv_rc_pingpong -d oxa_r -g "$v16a" -n "$iters" -s 5000 -c "$NS_B_IP4"
-check_side "IPv6 server" "$PAIR_SERVER_OUT" "$iters"
-check_side "IPv6 client" "$PAIR_CLIENT_OUT" "$iters"
+check_pingpong "IPv6 server" "$PAIR_SERVER_OUT" "$iters"
+check_pingpong "IPv6 client" "$PAIR_CLIENT_OUT" "$iters"
 info "UD, IPv4-based v1 GIDs, 1000-byte datagrams"
 run_pair_ns --port 18515 120 \
 	ibv_ud_pingpong -d oxb_r -g "$v1b" -n "$iters" -s 1000 -c -- \
 	ibv_ud_pingpong -d oxa_r -g "$v1a" -n "$iters" -s 1000 -c "$NS_B_IP4"
-check_side "UD server" "$PAIR_SERVER_OUT" "$iters"
-check_side "UD client" "$PAIR_CLIENT_OUT" "$iters"
+check_pingpong "UD server" "$PAIR_SERVER_OUT" "$iters"
+check_pingpong "UD client" "$PAIR_CLIENT_OUT" "$iters"
 
 info "rdma_cm with default_roce_mode 'IB/RoCE v1' (configfs): rping -v"
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
