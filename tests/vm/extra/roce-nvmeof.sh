@@ -12,13 +12,24 @@
 # holds the target's address (rdma_cm's choice for a local destination), and the traffic loops
 # back through the loopback device: this checks the kernel ULP path (fast registration, remote
 # invalidation, RDMA READ/WRITE of the data), not the wire (roce-rdmacm.sh does that).
+#
+# Not in `make check` (tests/vm/extra): in one CI run out of about six the host started error
+# recovery a few seconds after connecting (no error logged before it) and the first fio saw a
+# zero-sized device; not understood yet. Run it by hand: `make vm-run
+# SCRIPT=tests/vm/extra/roce-nvmeof.sh`.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
 
+# fio under TCG: tens of seconds per run, more on a busy host.
+OX_CMD_TIMEOUT=300
+
 NQN=oxrdma-test
 CFG=/sys/kernel/config/nvmet
 
+# A stalled I/O fails the test (fio's timeout) long before nvme's own I/O timeout resets the
+# controller, so that what is stuck can still be seen (the exit hook below prints it).
+modprobe nvme_core io_timeout=600 || fail "modprobe nvme_core"
 for m in nvmet nvmet_rdma nvme_rdma rdma_ucm; do
 	modprobe "$m" || fail "modprobe $m"
 done
@@ -26,6 +37,8 @@ mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config ||
 
 veth_root
 rdma_link_add oxt0 oxroce "$VETH_A"
+# The device's counters and the loopback device's drops, whatever the outcome.
+at_exit sh -c "rdma res show qp -d; rdma statistic show link oxt0/1; grep -E '^ *lo:' /proc/net/dev"
 
 img=$OX_TMP/ns1.img
 truncate -s 256M "$img"
