@@ -156,7 +156,8 @@ impl NetDevice {
 
     /// Whether `addr` is one of the device's IPv6 addresses now (any context).
     pub fn has_ipv6(&self, addr: &[u8; 16]) -> bool {
-        // SAFETY: as in `has_ipv4`, with 16 readable bytes.
+        // SAFETY: the device is allocated (type invariant); `addr` is 16 readable bytes; the
+        // helper only reads the device's address list and compares device pointers.
         unsafe { bindings::oxrdma_dev_has_addr(self.as_raw(), addr.as_ptr(), true) }
     }
 

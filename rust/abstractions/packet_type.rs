@@ -38,10 +38,11 @@ pub struct EtherTypeHandler<T: EtherTypeReceiver> {
     receiver: Arc<T>,
 }
 
-// SAFETY: the stack reads `pt` from any CPU, and the receiver is `Send + Sync`; nothing else
-// is accessed through a shared reference.
+// SAFETY: the handler may be dropped on any CPU: `dev_remove_pack` has no CPU affinity, and
+// the receiver is `Send`.
 unsafe impl<T: EtherTypeReceiver> Send for EtherTypeHandler<T> {}
-// SAFETY: as above.
+// SAFETY: a shared handler is only read: the stack reads `pt` (registered, never changed after
+// initialisation) from any CPU, and the receiver is `Sync`.
 unsafe impl<T: EtherTypeReceiver> Sync for EtherTypeHandler<T> {}
 
 impl<T: EtherTypeReceiver> EtherTypeHandler<T> {
