@@ -14,7 +14,7 @@
 use crate::ah::AhInner;
 use crate::mr::Mr;
 use crate::ox::net::NetDevice;
-use crate::ox::sync::SpinLockBh;
+use crate::ox::sync::{SpinLockBh, SpinLockIrq};
 use crate::ox::udp_tunnel::TunnelRef;
 use crate::qp::QpInner;
 use crate::rx::RoceRx;
@@ -42,8 +42,10 @@ pub(crate) struct RoceDev {
     qps: SpinLockBh<Table<QpInner>>,
     #[pin]
     mrs: SpinLockBh<Table<Mr>>,
+    /// Taken with interrupts off: ib_core creates and destroys kernel users' AHs also from
+    /// code that holds an IRQ-safe spinlock (ib_cm's MAD responses).
     #[pin]
-    ahs: SpinLockBh<Table<AhInner>>,
+    ahs: SpinLockIrq<Table<AhInner>>,
     /// QP 1, once ib_mad has created it.
     #[pin]
     gsi: SpinLockBh<Option<Arc<QpInner>>>,
@@ -62,7 +64,7 @@ impl RoceDev {
             pin_init!(Self {
                 qps <- crate::new_spinlock_bh!(Table::new(), "oxrdma_qps"),
                 mrs <- crate::new_spinlock_bh!(Table::new(), "oxrdma_mrs"),
-                ahs <- crate::new_spinlock_bh!(Table::new(), "oxrdma_ahs"),
+                ahs <- crate::new_spinlock_irq!(Table::new(), "oxrdma_ahs"),
                 gsi <- crate::new_spinlock_bh!(None, "oxrdma_gsi"),
                 tx <- Tx::new(netdev, crc),
                 tunnel <- new_mutex!(None),

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 //! A table of live objects by index, under a spinlock that packet reception may take: the
-//! device's QPs (by QP number) and MRs (by key).
+//! device's QPs (by QP number), MRs (by key) and AHs (by number).
 //!
-//! Lookups happen per packet, in softirq context, so the lock is a [`SpinLockBh`] and nothing
-//! allocates under it: the slot array grows outside the lock, and an object is built between
+//! Lookups happen per packet, in softirq context, so the lock is a `SpinLockBh` (a
+//! `SpinLockIrq` for AHs, which ib_core also makes with interrupts off) and nothing allocates
+//! under it: the slot array grows outside the lock, and an object is built between
 //! reserving its slot (which fixes its index, hence its number or key) and filling it.
 
-use crate::ox::sync::SpinLockBh;
+use kernel::sync::lock::{Backend, Lock};
 use kernel::{alloc::Flags, alloc::KVec, prelude::*, sync::Arc};
 
 enum State<T> {
@@ -59,7 +60,11 @@ impl<T> Table<T> {
     /// Reserves a slot of the table behind `lock`, at most `max` in use at once (`ENOSPC`
     /// beyond). The table grows (outside the lock) with allocations of `gfp`: `GFP_KERNEL`
     /// may sleep, `GFP_ATOMIC` does not.
-    pub(crate) fn reserve(lock: &SpinLockBh<Self>, max: usize, gfp: Flags) -> Result<Reservation> {
+    pub(crate) fn reserve<B: Backend>(
+        lock: &Lock<Self, B>,
+        max: usize,
+        gfp: Flags,
+    ) -> Result<Reservation> {
         loop {
             let len = {
                 let mut t = lock.lock();
