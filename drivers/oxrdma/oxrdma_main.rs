@@ -6,10 +6,10 @@
 //! * `uapi` and `wire`: the pure `no_std` crates (`rust/uapi`, `rust/wire`), the same files the
 //!   host tests and the userspace provider compile;
 //! * the driver itself (this directory), safe Rust over those: every module of it forbids
-//!   `unsafe` code, and the abstraction layer keeps its raw bindings private.
+//!   FFI code (`forbid` below), and the abstraction layer keeps its raw bindings private.
 //!
-//! This root file holds only what must expand to `unsafe` code in the crate itself: the
-//! `module!` declaration and the registration of the KUnit suites.
+//! This root file holds only what macros must expand in the crate itself: the `module!`
+//! declaration and the registration of the KUnit suites.
 
 // `pin_init!` of the QP (many fields) nests deeper than the default limit.
 #![recursion_limit = "256"]

@@ -26,10 +26,10 @@ unsafe impl Sync for Crc32Shash {}
 impl Crc32Shash {
     /// Allocates the transform (process context; may load the module of the implementation).
     pub fn new() -> Result<Self> {
+        let name = kernel::c_str!("crc32").as_char_ptr();
         // SAFETY: the name is a NUL-terminated static string; returns a transform or an error
         // pointer.
-        let tfm =
-            unsafe { bindings::crypto_alloc_shash(kernel::c_str!("crc32").as_char_ptr(), 0, 0) };
+        let tfm = unsafe { bindings::crypto_alloc_shash(name, 0, 0) };
         let tfm = kernel::error::from_err_ptr(tfm)?;
         // INVARIANT: a transform we own.
         Ok(Self {

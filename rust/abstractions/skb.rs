@@ -154,11 +154,11 @@ impl Skb {
     /// such header.
     pub fn xmit_link(self, dev: &NetDevice, ethertype: u16, dmac: &[u8; 6]) -> Result {
         let skb = self.into_raw();
+        let (nd, mac) = (dev.as_raw(), dmac.as_ptr());
         // SAFETY: `skb` is an owned linear skb with `LL_RESERVED_SPACE(dev)` of headroom for
         // the header (type invariant, `alloc_tx` for this device), which moves to the stack
         // here; `dev` is a valid device and `dmac` 6 readable bytes for the call.
-        let ret =
-            unsafe { bindings::oxrdma_skb_link_out(skb, dev.as_raw(), ethertype, dmac.as_ptr()) };
+        let ret = unsafe { bindings::oxrdma_skb_link_out(skb, nd, ethertype, mac) };
         match ret {
             0 => Ok(()),
             r if r == bindings::NET_XMIT_CN as i32 => Ok(()),

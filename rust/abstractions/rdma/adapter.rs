@@ -698,9 +698,10 @@ impl<T: Driver> Adapter<T> {
                     send_cq: unsafe { &CqObj::<T>::part(ia.send_cq).data },
                     // SAFETY: live CQs of this device (function contract).
                     recv_cq: unsafe { &CqObj::<T>::part(ia.recv_cq).data },
-                    // SAFETY: NULL or a live SRQ of this device (function contract).
-                    srq: NonNull::new(ia.srq)
-                        .map(|s| unsafe { &SrqObj::<T>::part(s.as_ptr()).data }),
+                    srq: NonNull::new(ia.srq).map(|s| {
+                        // SAFETY: a live SRQ of this device (function contract).
+                        unsafe { &SrqObj::<T>::part(s.as_ptr()).data }
+                    }),
                     caps,
                     sig_all: ia.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR,
                     create_flags: ia.create_flags,
@@ -1237,9 +1238,9 @@ impl<T: Driver> DeviceHandle<T> {
         // SAFETY: `DeviceHandle<T>` is a transparent wrapper of the live `ib_device`.
         let handle = ARef::from(unsafe { &*ib.as_ptr().cast::<DeviceHandle<T>>() });
 
+        let (dev, nd) = (ib.as_ptr(), params.netdev.as_raw());
         // SAFETY: live device and a netdev the caller holds; ib_core takes its own reference.
-        let mut ret =
-            unsafe { bindings::ib_device_set_netdev(ib.as_ptr(), params.netdev.as_raw(), 1) };
+        let mut ret = unsafe { bindings::ib_device_set_netdev(dev, nd, 1) };
         if ret == 0 {
             // SAFETY: fully set up device; `name` is NUL-terminated; no DMA device (software).
             ret = unsafe {
