@@ -209,18 +209,7 @@ impl RoceDev {
         gfp: Flags,
         make: impl FnOnce(u32) -> Result<Arc<AhInner>>,
     ) -> Result<Arc<AhInner>> {
-        let r = Table::reserve(&self.ahs, max.min(1 << 24), gfp)?;
-        let num = ((r.index as u32) << 8) | u32::from(r.tag);
-        match make(num) {
-            Ok(ah) => {
-                self.ahs.lock().fill(r, ah.clone());
-                Ok(ah)
-            }
-            Err(e) => {
-                self.ahs.lock().cancel(r);
-                Err(e)
-            }
-        }
+        Table::insert_keyed(&self.ahs, max, gfp, make)
     }
 
     /// Removes AH `num` (any context but hard interrupt).
@@ -250,18 +239,7 @@ impl RoceDev {
         max: usize,
         make: impl FnOnce(u32) -> Result<Arc<Mr>>,
     ) -> Result<Arc<Mr>> {
-        let r = Table::reserve(&self.mrs, max.min(1 << 24), GFP_KERNEL)?;
-        let key = ((r.index as u32) << 8) | u32::from(r.tag);
-        match make(key) {
-            Ok(mr) => {
-                self.mrs.lock().fill(r, mr.clone());
-                Ok(mr)
-            }
-            Err(e) => {
-                self.mrs.lock().cancel(r);
-                Err(e)
-            }
-        }
+        Table::insert_keyed(&self.mrs, max, GFP_KERNEL, make)
     }
 
     /// Removes the MR of `key` and revokes it (see [`Mr::revoke`]).

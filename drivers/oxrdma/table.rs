@@ -104,6 +104,30 @@ impl<T> Table<T> {
         }
     }
 
+    /// Adds the object `make(key)` builds to the table behind `lock` (see [`Table::reserve`]
+    /// for `max` and `gfp`), where `key` is `index << 8 | tag`: the slot and its reservation
+    /// count, so that the key of an earlier object in the same slot does not match. A failed
+    /// `make` gives the slot back.
+    pub(crate) fn insert_keyed<B: Backend>(
+        lock: &Lock<Self, B>,
+        max: usize,
+        gfp: Flags,
+        make: impl FnOnce(u32) -> Result<Arc<T>>,
+    ) -> Result<Arc<T>> {
+        let r = Self::reserve(lock, max.min(1 << 24), gfp)?;
+        let key = ((r.index as u32) << 8) | u32::from(r.tag);
+        match make(key) {
+            Ok(obj) => {
+                lock.lock().fill(r, obj.clone());
+                Ok(obj)
+            }
+            Err(e) => {
+                lock.lock().cancel(r);
+                Err(e)
+            }
+        }
+    }
+
     /// Makes a reserved slot live with `obj`.
     pub(crate) fn fill(&mut self, r: Reservation, obj: Arc<T>) {
         if let Some(s) = self.slots.get_mut(r.index) {
