@@ -161,11 +161,54 @@ impl NetDevice {
         unsafe { bindings::oxrdma_dev_has_addr(self.as_raw(), addr.as_ptr(), true) }
     }
 
+    /// Makes the device a member of the IP multicast group `group` (an IPv4 address,
+    /// network order, or an IPv6 one), as a socket joining it would: the IP layer then
+    /// accepts the group's packets on the device, including those the host itself sends out
+    /// of it, and the device's link-layer filter passes the group's MAC address; IGMP or MLD
+    /// tells the network. Memberships are counted: each join needs one [`NetDevice::leave_group`].
+    /// Process context, RTNL not held (IPv4 takes it). `ENODEV` if the device has no IP
+    /// configuration of that family.
+    pub fn join_group(&self, group: IpGroup) -> Result {
+        self.mc_group(group, true)
+    }
+
+    /// Gives up one membership of `group` taken by [`NetDevice::join_group`]. Process
+    /// context, RTNL not held.
+    pub fn leave_group(&self, group: IpGroup) -> Result {
+        self.mc_group(group, false)
+    }
+
+    fn mc_group(&self, group: IpGroup, join: bool) -> Result {
+        let ret = match group {
+            // SAFETY: the device is allocated (type invariant); the helper takes the RTNL
+            // itself (the caller does not hold it) and reads the device's IPv4 configuration
+            // under it.
+            IpGroup::V4(a) => unsafe {
+                bindings::oxrdma_ip_mc_group(self.as_raw(), u32::from_ne_bytes(a), join)
+            },
+            // SAFETY: the device is allocated (type invariant); `a` is 16 readable bytes for
+            // the call; the IPv6 code takes its own locks.
+            IpGroup::V6(a) => unsafe {
+                bindings::oxrdma_ipv6_mc_group(self.as_raw(), a.as_ptr(), join)
+            },
+        };
+        kernel::error::to_result(ret)
+    }
+
     /// Whether the device is in namespace `ns` now.
     pub fn is_in(&self, ns: &NetNs) -> bool {
         // SAFETY: the device is allocated (type invariant); only the pointers are compared.
         unsafe { bindings::oxrdma_dev_net(self.as_raw()) == ns.as_ptr() }
     }
+}
+
+/// An IP multicast group: its address, network order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpGroup {
+    /// An IPv4 group (224.0.0.0/4).
+    V4([u8; 4]),
+    /// An IPv6 group (ff00::/8).
+    V6([u8; 16]),
 }
 
 /// A network namespace (`struct net`).

@@ -2,8 +2,10 @@
 /*
  * C helpers for oxrdma's packet I/O abstractions; see net.h.
  */
+#include <linux/igmp.h>
 #include <linux/inetdevice.h>
 #include <linux/netdevice.h>
+#include <linux/rtnetlink.h>
 #include <linux/skbuff.h>
 #include <net/addrconf.h>
 #include <net/flow.h>
@@ -196,6 +198,35 @@ bool oxrdma_dev_has_addr(struct net_device *ndev, const u8 *addr, bool ipv6)
 		rcu_read_unlock();
 	}
 	return found;
+}
+
+int oxrdma_ip_mc_group(struct net_device *ndev, __be32 group, bool join)
+{
+	struct in_device *in_dev;
+	int err = -ENODEV;
+
+	rtnl_lock();
+	in_dev = __in_dev_get_rtnl(ndev);
+	if (in_dev) {
+		if (join)
+			ip_mc_inc_group(in_dev, group);
+		else
+			ip_mc_dec_group(in_dev, group);
+		err = 0;
+	}
+	rtnl_unlock();
+	return err;
+}
+
+int oxrdma_ipv6_mc_group(struct net_device *ndev, const u8 *group, bool join)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	const struct in6_addr *a = (const struct in6_addr *)group;
+
+	return join ? ipv6_dev_mc_inc(ndev, a) : ipv6_dev_mc_dec(ndev, a);
+#else
+	return -EAFNOSUPPORT;
+#endif
 }
 
 struct net *oxrdma_dev_net(const struct net_device *ndev)

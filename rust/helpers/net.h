@@ -77,6 +77,14 @@ struct net_device *oxrdma_dst_dev(const struct dst_entry *dst);
  * __ip_dev_find() under rcu_read_lock() / ipv6_chk_addr() with @ndev.
  */
 bool oxrdma_dev_has_addr(struct net_device *ndev, const u8 *addr, bool ipv6);
+/*
+ * Joins (join) or leaves the IPv4 multicast group `group` (network order) on `ndev`, as a
+ * socket's IP_ADD_MEMBERSHIP would: ip_mc_inc_group()/ip_mc_dec_group() under the RTNL, which
+ * this takes. Process context, RTNL not held. -ENODEV without IPv4 on the device.
+ */
+int oxrdma_ip_mc_group(struct net_device *ndev, __be32 group, bool join);
+/* The same for an IPv6 group: ipv6_dev_mc_inc()/ipv6_dev_mc_dec(). Process context. */
+int oxrdma_ipv6_mc_group(struct net_device *ndev, const u8 *group, bool join);
 
 /* dev_net(), maybe_get_net(), put_net() */
 struct net *oxrdma_dev_net(const struct net_device *ndev);

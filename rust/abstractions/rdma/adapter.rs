@@ -261,6 +261,8 @@ impl<T: Driver> Adapter<T> {
             create_user_ah: (T::HAS_CREATE_AH && user).then_some(Self::create_ah as _),
             destroy_ah: T::HAS_CREATE_AH.then_some(Self::destroy_ah as _),
             query_ah: T::HAS_QUERY_AH.then_some(Self::query_ah as _),
+            attach_mcast: T::HAS_ATTACH_MCAST.then_some(Self::attach_mcast as _),
+            detach_mcast: T::HAS_ATTACH_MCAST.then_some(Self::detach_mcast as _),
             alloc_hw_port_stats: T::HAS_HW_STATS.then_some(Self::alloc_hw_port_stats as _),
             get_hw_stats: T::HAS_HW_STATS.then_some(Self::get_hw_stats as _),
             map_mr_sg: T::HAS_ALLOC_MR.then_some(Self::map_mr_sg as _),
@@ -337,6 +339,9 @@ impl<T: Driver> Adapter<T> {
             };
             out.max_pkeys = a.max_pkeys;
             out.max_ah = a.max_ah;
+            out.max_mcast_grp = a.max_mcast_grp;
+            out.max_mcast_qp_attach = a.max_mcast_qp_attach;
+            out.max_total_mcast_qp_attach = a.max_total_mcast_qp_attach;
             out.local_ca_ack_delay = a.local_ca_ack_delay;
         }
         0
@@ -872,6 +877,49 @@ impl<T: Driver> Adapter<T> {
             path_to(&p, 1, a);
             Ok(0)
         })
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core on a live `QpObj<T>` (a UD QP) with a valid, multicast `gid`.
+    unsafe extern "C" fn attach_mcast(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        lid: u16,
+    ) -> c_int {
+        // SAFETY: function contract.
+        unsafe { Self::mcast(ibqp, gid, lid, T::attach_mcast) }
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core on a live `QpObj<T>` (a UD QP) with a valid, multicast `gid`.
+    unsafe extern "C" fn detach_mcast(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        lid: u16,
+    ) -> c_int {
+        // SAFETY: function contract.
+        unsafe { Self::mcast(ibqp, gid, lid, T::detach_mcast) }
+    }
+
+    /// Runs `op` (attach or detach) on the QP's data and the GID's bytes.
+    ///
+    /// # Safety
+    ///
+    /// `ibqp` is a live `QpObj<T>` and `gid` valid for reads.
+    unsafe fn mcast(
+        ibqp: *mut bindings::ib_qp,
+        gid: *mut bindings::ib_gid,
+        lid: u16,
+        op: fn(&T::Qp, &[u8; 16], u16) -> Result,
+    ) -> c_int {
+        // SAFETY: `gid` is valid for reads (function contract); every bit pattern of the
+        // union is a valid `raw` array.
+        let g = unsafe { (*gid).raw };
+        // SAFETY: live QP (function contract).
+        let qp = unsafe { &QpObj::<T>::part(ibqp).data };
+        from_result(|| op(qp, &g, lid).map(|()| 0))
     }
 
     /// The driver data of a live AH of the device (a UD WR's).

@@ -118,6 +118,12 @@ pub struct DeviceAttrs {
     pub max_pkeys: u16,
     /// Maximum address handles.
     pub max_ah: i32,
+    /// Maximum multicast groups.
+    pub max_mcast_grp: i32,
+    /// Maximum QPs attached to one multicast group.
+    pub max_mcast_qp_attach: i32,
+    /// Maximum QP attachments to multicast groups, all groups together.
+    pub max_total_mcast_qp_attach: i32,
     /// Local CA ACK delay (4.096 us * 2^value).
     pub local_ca_ack_delay: u8,
 }

@@ -273,6 +273,16 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn query_ah(_ah: &Self::Ah) -> Result<Path> {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
+    /// Attaches UD QP `qp` to the multicast group `gid` (ib_core has checked the QP type and
+    /// that `gid` is a multicast GID; `lid` is the group's LID, unused on Ethernet). With
+    /// this, `detach_mcast` must be implemented too: the two ops are installed together.
+    fn attach_mcast(_qp: &Self::Qp, _gid: &[u8; 16], _lid: u16) -> Result {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Detaches `qp` from the multicast group `gid` (`EINVAL` if it is not attached).
+    fn detach_mcast(_qp: &Self::Qp, _gid: &[u8; 16], _lid: u16) -> Result {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
     /// The current values of port `port`'s counters, in [`Driver::HW_STATS`] order (`out` has
     /// one element per counter).
     fn hw_stats(_dev: &Device<Self>, _port: u32, _out: &mut [u64]) -> Result {
