@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! The state a RoCE device's QPs share: the tables of its QPs (by number), MRs (by key) and
-//! address handles (by number), its GSI QP, its transmit path, and its RoCE v2 receive
-//! sockets.
+//! address handles (by number), its GSI QP, its multicast groups, its transmit path, and its
+//! RoCE v2 receive sockets.
 //!
 //! QPs hold the device (`Arc<RoceDev>`); the device reaches QPs only through its table, whose
 //! entries the QPs' destroy removes, and the module's receiver reaches the device through its
@@ -12,6 +12,7 @@
 //! opening the receive sockets and shutting down run in process context.
 
 use crate::ah::AhInner;
+use crate::mcast::Groups;
 use crate::mr::Mr;
 use crate::ox::net::NetDevice;
 use crate::ox::sync::{SpinLockBh, SpinLockIrq};
@@ -51,6 +52,9 @@ pub(crate) struct RoceDev {
     gsi: SpinLockBh<Option<Arc<QpInner>>>,
     #[pin]
     pub(crate) tx: Tx,
+    /// The multicast groups the device's UD QPs are attached to.
+    #[pin]
+    pub(crate) mcast: Groups,
     /// The namespace's receive sockets, once a QP needs them (process context only).
     #[pin]
     tunnel: Mutex<Option<TunnelRef>>,
@@ -67,6 +71,7 @@ impl RoceDev {
                 ahs <- crate::new_spinlock_irq!(Table::new(), "oxrdma_ahs"),
                 gsi <- crate::new_spinlock_bh!(None, "oxrdma_gsi"),
                 tx <- Tx::new(netdev, crc),
+                mcast <- Groups::new(),
                 tunnel <- new_mutex!(None),
                 dead: AtomicBool::new(false),
             }),
@@ -85,6 +90,7 @@ impl RoceDev {
         self.dead.store(true, Ordering::Release);
         let tun = self.tunnel.lock().take();
         drop(tun);
+        self.mcast.clear();
         let released = self.tx.detach();
         drop(released);
         let qps = self.qps.lock().take_all();
@@ -105,6 +111,7 @@ impl RoceDev {
 
     /// The netdev is going away: stop using it. Process context (under the RTNL).
     pub(crate) fn detach_netdev(&self) {
+        self.mcast.forget_netdev();
         let released = self.tx.detach();
         drop(released);
     }

@@ -55,6 +55,8 @@ pub(crate) mod limits {
     pub(crate) const MAX_FAST_REG_PAGES: u32 = 512;
     pub(crate) const GID_TABLE_LEN: i32 = 128;
     pub(crate) const MAX_AH: i32 = 1 << 16;
+    pub(crate) const MAX_MCAST_GRP: i32 = crate::mcast::MAX_GROUPS as i32;
+    pub(crate) const MAX_MCAST_QP_ATTACH: i32 = crate::mcast::MAX_MEMBERS as i32;
     /// The largest message the IBA allows: 2^31 bytes.
     pub(crate) const MAX_MSG_SZ: u32 = 1 << 31;
 }
@@ -206,6 +208,9 @@ impl Driver for OxDevice {
             atomic_glob: true,
             max_pkeys: 1,
             max_ah: MAX_AH,
+            max_mcast_grp: MAX_MCAST_GRP,
+            max_mcast_qp_attach: MAX_MCAST_QP_ATTACH,
+            max_total_mcast_qp_attach: MAX_MCAST_GRP * MAX_MCAST_QP_ATTACH,
             local_ca_ack_delay: 15,
         }
     }
@@ -515,6 +520,15 @@ impl Driver for OxDevice {
 
     fn query_ah(ah: &Ah) -> Result<Path> {
         Ok(ah.inner.path)
+    }
+
+    fn attach_mcast(qp: &Qp, gid: &[u8; 16], _lid: u16) -> Result {
+        let dev = qp.0.dev();
+        dev.mcast.attach(&qp.0, gid, dev.tx.netdev())
+    }
+
+    fn detach_mcast(qp: &Qp, gid: &[u8; 16], _lid: u16) -> Result {
+        qp.0.dev().mcast.detach(qp.0.qpn, gid)
     }
 
     fn create_srq(

@@ -56,6 +56,8 @@ mod device;
 #[forbid(unsafe_code)]
 mod link;
 #[forbid(unsafe_code)]
+mod mcast;
+#[forbid(unsafe_code)]
 mod mr;
 #[forbid(unsafe_code)]
 mod qp;

@@ -6,20 +6,22 @@
 //! packet.
 
 use crate::dev::RoceDev;
+use crate::mcast::Members;
 use crate::ox::net::NetDevice;
 use crate::ox::packet_type::EtherTypeReceiver;
 use crate::ox::skb::RxSkb;
 use crate::ox::sync::SpinLockBh;
 use crate::ox::timer::now_us;
 use crate::ox::udp_tunnel::UdpEncapReceiver;
-use crate::qp::NetHeader;
+use crate::qp::{NetHeader, QpInner};
 use crate::stats::Counter;
 use crate::tx::KernelCrc;
 use crate::uapi::queue::network_hdr;
 use crate::wire::grh::{self, GRH_LEN};
+use crate::wire::headers::MULTICAST_QPN;
 use crate::wire::icrc::{self, Encap};
 use crate::wire::ip;
-use crate::wire::packet;
+use crate::wire::packet::{self, Packet};
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
     prelude::*,
@@ -175,7 +177,7 @@ fn receive_v1(dev: &RoceDev, crc: &KernelCrc, frame: &[u8], now: u64) -> bool {
     let Ok(p) = packet::parse(iba) else {
         return dropped();
     };
-    let Some(qp) = dev.qp(p.headers.bth.dest_qp) else {
+    let Some(to) = Recipients::of(dev, p.headers.bth.dest_qp, &g.dgid) else {
         return dropped();
     };
     if icrc::verify_with(crc, Encap::RoceV1, pkt).is_ok() {
@@ -184,7 +186,7 @@ fn receive_v1(dev: &RoceDev, crc: &KernelCrc, frame: &[u8], now: u64) -> bool {
             bytes: &pkt[..GRH_LEN],
             kind: network_hdr::ROCE_V1,
         };
-        qp.receive(&p, iba, &net, now);
+        to.deliver(&p, iba, &net, now);
     } else {
         dev.tx.stats.inc(Counter::IcrcErr);
     }
@@ -223,10 +225,14 @@ fn receive(
     let Ok(p) = packet::parse(iba) else {
         return drop();
     };
-    let Some(qp) = dev.qp(p.headers.bth.dest_qp) else {
-        return drop();
+    let to = match Recipients::of(dev, p.headers.bth.dest_qp, &r.dst.to_gid()) {
+        // Multicast only from the device's own netdev (sent there, or looped back by the
+        // IP layer for the host's own sends).
+        Some(Recipients::Group(_)) if !exact => return false,
+        Some(to) => to,
+        None => return drop(),
     };
-    if !exact {
+    if let (Recipients::One(qp), false) = (&to, exact) {
         let mine = match (qp.local_ip(), netdev) {
             (Some(ip), _) => ip == r.dst,
             (None, Some(nd)) => match r.dst {
@@ -245,9 +251,40 @@ fn receive(
             bytes: &pkt[..r.bth_offset - ip::UDP_LEN],
             kind,
         };
-        qp.receive(&p, iba, &net, now);
+        to.deliver(&p, iba, &net, now);
     } else {
         dev.tx.stats.inc(Counter::IcrcErr);
     }
     true
+}
+
+/// Who a packet is for: one QP, or the members of a multicast group. Lives on the stack for
+/// one packet; boxing the group would allocate per packet.
+#[allow(clippy::large_enum_variant)]
+enum Recipients {
+    One(Arc<QpInner>),
+    Group(Members),
+}
+
+impl Recipients {
+    /// The recipients on `dev` of a packet to QP `dest_qp` and GID `dgid`.
+    fn of(dev: &RoceDev, dest_qp: u32, dgid: &[u8; 16]) -> Option<Self> {
+        if dest_qp == MULTICAST_QPN {
+            dev.mcast.members(dgid).map(Recipients::Group)
+        } else {
+            dev.qp(dest_qp).map(Recipients::One)
+        }
+    }
+
+    /// Hands the packet to each recipient (a multicast group's members each get it).
+    fn deliver(&self, pkt: &Packet, iba: &[u8], net: &NetHeader<'_>, now: u64) {
+        match self {
+            Recipients::One(qp) => qp.receive(pkt, iba, net, now),
+            Recipients::Group(members) => {
+                for qp in members.iter().flatten() {
+                    qp.receive(pkt, iba, net, now);
+                }
+            }
+        }
+    }
 }

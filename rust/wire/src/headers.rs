@@ -82,6 +82,10 @@ pub struct Bth {
     pub psn: Psn,
 }
 
+/// The destination QP of packets to a multicast group (IBA 9.2): every QP attached to the group
+/// whose GID the packet carries (the destination IP address in RoCE v2).
+pub const MULTICAST_QPN: u32 = 0xff_ffff;
+
 impl Bth {
     /// Length on the wire.
     pub const LEN: usize = 12;

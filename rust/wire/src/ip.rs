@@ -61,6 +61,15 @@ impl IpAddr {
         }
     }
 
+    /// Whether this is a multicast address (224.0.0.0/4, ff00::/8): the GID of a multicast
+    /// group.
+    pub const fn is_multicast(self) -> bool {
+        match self {
+            IpAddr::V4(a) => a[0] & 0xf0 == 0xe0,
+            IpAddr::V6(a) => a[0] == 0xff,
+        }
+    }
+
     /// Length of the IP and UDP headers in front of a RoCE v2 BTH.
     pub const fn headers_len(self) -> usize {
         match self {
@@ -270,6 +279,27 @@ pub const fn flow_sport(qpn: u32, dest_qpn: u32) -> u16 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multicast_addresses() {
+        let mc = [
+            IpAddr::V4([224, 0, 0, 1]),
+            IpAddr::V4([239, 255, 255, 255]),
+            IpAddr::from_gid(IpAddr::V4([239, 1, 2, 3]).to_gid()),
+            IpAddr::V6([0xff, 0x0e, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x77, 0, 1]),
+        ];
+        let not = [
+            IpAddr::V4([223, 255, 255, 255]),
+            IpAddr::V4([240, 0, 0, 1]),
+            IpAddr::V4([10, 0, 0, 1]),
+            IpAddr::V6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            // ::ffff:239.1.2.3 read as IPv4 is multicast; a v4-mapped GID is not IPv6
+            // multicast when taken as IPv6.
+            IpAddr::V6(IpAddr::V4([239, 1, 2, 3]).to_gid()),
+        ];
+        assert!(mc.iter().all(|a| a.is_multicast()));
+        assert!(not.iter().all(|a| !a.is_multicast()));
+    }
 
     fn v4hdr() -> IpUdp {
         IpUdp {

@@ -131,6 +131,9 @@ static CONTEXT_OPS: CStatic<sys::verbs_context_ops> = CStatic(sys::verbs_context
     dealloc_pd: Some(dealloc_pd),
     create_ah: Some(create_ah),
     destroy_ah: Some(destroy_ah),
+    // Multicast attachments are the kernel's business alone (its delivery list).
+    attach_mcast: Some(sys::ibv_cmd_attach_mcast),
+    detach_mcast: Some(sys::ibv_cmd_detach_mcast),
     free_context: Some(free_context),
     query_device_ex: Some(query_device_ex),
     query_port: Some(query_port),
@@ -607,6 +610,7 @@ mod tests {
         assert!(c.destroy_srq.is_some() && c.post_srq_recv.is_some());
         assert!(c.create_cq_ex.is_some() && c.create_qp_ex.is_some());
         assert!(c.create_ah.is_some() && c.destroy_ah.is_some());
+        assert!(c.attach_mcast.is_some() && c.detach_mcast.is_some());
         // Not provided: libibverbs keeps its defaults (EOPNOTSUPP, or a no-op cq_event).
         assert!(c.query_qp_data_in_order.is_none());
     }
