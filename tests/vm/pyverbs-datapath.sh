@@ -21,7 +21,6 @@ declare -A allowed=(
 	['Create Raw Packet QP|QP type 8 is not supported']="raw packet QPs: not implemented"
 	['Create MW|memory window|test_qp_ex_rc_bind_mw: ']="memory windows: not implemented"
 	['Resize CQ is not supported']="ibv_resize_cq: not implemented"
-	['Multicast is not supported']="multicast: not implemented yet"
 	['test_qp_ex_rc_atomic_write: ']="RDMA ATOMIC WRITE (IBA 1.5 extension): not implemented"
 	['Rereg MR is not supported']="ibv_rereg_mr: not implemented"
 	['Create XRCD is not supported']="XRC: not implemented"
