@@ -19,7 +19,7 @@ use crate::ox::sync::{SpinLockBh, SpinLockIrq};
 use crate::ox::udp_tunnel::TunnelRef;
 use crate::qp::QpInner;
 use crate::rx::RoceRx;
-use crate::table::Table;
+use crate::table::{Reservation, Table};
 use crate::tx::{KernelCrc, Tx};
 use crate::wire::icrc;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +35,23 @@ use kernel::{
 pub(crate) const QPN_BASE: u32 = 17;
 /// The GSI QP's number.
 pub(crate) const GSI_QPN: u32 = 1;
+/// QP table slots: a slot's index is the low 16 bits of `qpn - QPN_BASE`.
+const QPN_SLOTS: usize = 1 << 16;
+
+/// The number of the QP in slot `r`: `QPN_BASE + (tag << 16 | index)`, with the low 7 bits of
+/// the slot's reservation count as the tag. A QP made in the slot of a destroyed one gets
+/// another number (the same again only 128 QPs of that slot later), as on hardware: ib_cm
+/// takes a REQ from a QPN it still knows a connection of as a stale connection and disconnects
+/// that connection. The largest number, `QPN_BASE + (0x7f << 16 | 0xffff)`, stays far below
+/// the multicast QPN 0xffffff.
+pub(crate) fn qpn_of(r: Reservation) -> u32 {
+    QPN_BASE + (u32::from(r.tag & 0x7f) << 16 | r.index as u32)
+}
+
+/// The table slot of QP number `qpn` (the QP there must still carry `qpn`).
+pub(crate) fn qp_slot(qpn: u32) -> Option<usize> {
+    Some((qpn.checked_sub(QPN_BASE)? & 0xffff) as usize)
+}
 
 /// One RoCE device's shared state.
 #[pin_data]
@@ -151,8 +168,8 @@ impl RoceDev {
         max: usize,
         make: impl FnOnce(u32) -> Result<Arc<QpInner>>,
     ) -> Result<Arc<QpInner>> {
-        let r = Table::reserve(&self.qps, max, GFP_KERNEL)?;
-        let qpn = u32::try_from(r.index).map_err(|_| ENOSPC)? + QPN_BASE;
+        let r = Table::reserve(&self.qps, max.min(QPN_SLOTS), GFP_KERNEL)?;
+        let qpn = qpn_of(r);
         match make(qpn) {
             Ok(qp) => {
                 self.qps.lock().fill(r, qp.clone());
@@ -190,10 +207,10 @@ impl RoceDev {
             drop(old);
             return;
         }
-        let Some(i) = qpn.checked_sub(QPN_BASE) else {
+        let Some(i) = qp_slot(qpn) else {
             return;
         };
-        let old = self.qps.lock().remove(i as usize, |_| true);
+        let old = self.qps.lock().remove(i, |q| q.qpn == qpn);
         drop(old);
     }
 
@@ -202,8 +219,7 @@ impl RoceDev {
         if qpn == GSI_QPN {
             return self.gsi.lock().clone();
         }
-        let i = qpn.checked_sub(QPN_BASE)?;
-        self.qps.lock().get(i as usize)
+        self.qps.lock().get(qp_slot(qpn)?).filter(|q| q.qpn == qpn)
     }
 
     // ---- AHs ------------------------------------------------------------------------------

@@ -187,11 +187,35 @@ fn mr_access_ends_with_its_key(t: &mut Test) {
     t.expect_eq(page[1], 2);
 }
 
+/// A QP made in the slot of a destroyed QP gets another number, for the next 127 reuses of
+/// the slot; every number maps back to its slot, and none is 0, 1 (the special QPs) or the
+/// multicast QPN.
+fn qp_numbers_change_with_reuse(t: &mut Test) {
+    use crate::dev::{qp_slot, qpn_of, QPN_BASE};
+    use crate::table::Reservation;
+    use crate::wire::headers::MULTICAST_QPN;
+    for index in [0usize, 1, 17, 0xfffe, 0xffff] {
+        let mut last = None;
+        for tag in 0..=u8::MAX {
+            let qpn = qpn_of(Reservation { index, tag });
+            t.expect((QPN_BASE..MULTICAST_QPN).contains(&qpn), "in range");
+            t.expect_eq(qp_slot(qpn), Some(index));
+            t.expect(last != Some(qpn), "differs from the slot's previous QP");
+            last = Some(qpn);
+        }
+        t.expect(
+            qpn_of(Reservation { index, tag: 1 }) != qpn_of(Reservation { index, tag: 100 }),
+            "100 reuses later",
+        );
+    }
+}
+
 kunit_suite!(
     hardening_suite,
     "oxrdma_hardening",
     [
         ida_numbers_are_never_shared,
+        qp_numbers_change_with_reuse,
         rq_flush_is_bounded,
         mr_access_ends_with_its_key
     ]
