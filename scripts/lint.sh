@@ -34,11 +34,19 @@ else
 	report FAIL "lint: rustfmt" "run: rustfmt --edition 2021 --config-path $ksrc/.rustfmt.toml <files>; see $logs/rustfmt.log"
 fi
 
-# The C sources (helpers, the kernel-verbs KUnit test) in kernel style.
+# The C sources (helpers, the kernel-verbs KUnit test) in kernel style; the userspace test
+# programs under tests/vm in kernel style too, but with the C library's types (uint8_t, not u8).
 if [ -f "$ksrc/scripts/checkpatch.pl" ]; then
-	mapfile -t cs < <(git ls-files '*.c' '*.h' 2>/dev/null; git ls-files --others --exclude-standard '*.c' '*.h' 2>/dev/null)
-	if perl "$ksrc/scripts/checkpatch.pl" --no-tree --strict --terse --show-types -f "${cs[@]}" >"$logs/checkpatch.log" 2>&1 \
-		&& ! grep -qE ': (ERROR|WARNING|CHECK):' "$logs/checkpatch.log"; then
+	mapfile -t cs < <({ git ls-files '*.c' '*.h'; git ls-files --others --exclude-standard '*.c' '*.h'; } 2>/dev/null)
+	kern=() user=()
+	for f in "${cs[@]}"; do
+		case $f in tests/vm/*) user+=("$f");; *) kern+=("$f");; esac
+	done
+	cp_run() {
+		perl "$ksrc/scripts/checkpatch.pl" --no-tree --strict --terse --show-types "$@"
+	}
+	if { cp_run -f "${kern[@]}"; ((${#user[@]} == 0)) || cp_run --ignore PREFER_KERNEL_TYPES -f "${user[@]}"; } \
+		>"$logs/checkpatch.log" 2>&1 && ! grep -qE ': (ERROR|WARNING|CHECK):' "$logs/checkpatch.log"; then
 		report PASS "lint: checkpatch --strict, ${#cs[@]} C files"
 	else
 		report FAIL "lint: checkpatch --strict" "see $logs/checkpatch.log"

@@ -118,7 +118,8 @@ int main(int argc, char **argv)
 	uint8_t *buf;
 
 	if (!recv && !send)
-		bad("usage: mcast-ud recv DEV GID-INDEX GROUP QPS COUNT SIZE | send DEV GID-INDEX GROUP COUNT SIZE");
+		bad("usage: mcast-ud recv DEV GID-INDEX GROUP QPS COUNT SIZE\n"
+		    "       mcast-ud send DEV GID-INDEX GROUP COUNT SIZE");
 	gidx = atoi(argv[3]);
 	if (parse_group(argv[4], &group, &ipv4))
 		bad("bad group address");
@@ -155,7 +156,9 @@ int main(int argc, char **argv)
 			for (i = 0; i < count; i++) {
 				size_t at = ((size_t)q * count + i) * slot;
 				struct ibv_sge sge = { (uintptr_t)buf + at, slot, mr->lkey };
-				struct ibv_recv_wr wr = { .wr_id = at, .sg_list = &sge, .num_sge = 1 }, *badwr;
+				struct ibv_recv_wr *badwr, wr = {
+					.wr_id = at, .sg_list = &sge, .num_sge = 1,
+				};
 
 				if (ibv_post_recv(qp[q], &wr, &badwr))
 					die("ibv_post_recv");
@@ -174,8 +177,8 @@ int main(int argc, char **argv)
 				bad("ibv_poll_cq failed");
 			if (!n) {
 				if (now() > deadline) {
-					fprintf(stderr, "mcast-ud: %d of %d datagrams after 60 s\n", done,
-						qps * count);
+					fprintf(stderr, "mcast-ud: %d of %d datagrams after 60 s\n",
+						done, qps * count);
 					return 1;
 				}
 				usleep(1000);
@@ -187,7 +190,8 @@ int main(int argc, char **argv)
 				bad("wrong length or no GRH flag");
 			m = buf + wc.wr_id;
 			/* The destination address: IPv4 header in the area's last 20 bytes. */
-			if (ipv4 ? memcmp(m + GRH - 4, &group.raw[12], 4) : memcmp(m + 24, group.raw, 16))
+			if (ipv4 ? memcmp(m + GRH - 4, &group.raw[12], 4) :
+				   memcmp(m + 24, group.raw, 16))
 				bad("the network header's destination is not the group");
 			seq = ntohl(*(uint32_t *)(m + GRH));
 			if (seq >= (uint32_t)count)
