@@ -46,6 +46,7 @@ use crate::wire::psn::Psn;
 use crate::wire::rc::completer::{Response, ResponseAction, ResponseKind};
 use crate::wire::rc::requester::{RcError, Requester, RequesterConfig, Status, TimerAction};
 use crate::wire::rc::responder::{Ack, Request, Responder, ResponderAction, ResponderConfig};
+use crate::wire::rc::sequence::MessageSequence;
 use crate::wire::rc::{packets_for, OpKind};
 use crate::wire::uc::{UcAction, UcReceiver};
 use core::sync::atomic::{fence, AtomicBool, Ordering};
@@ -145,6 +146,8 @@ pub(crate) struct QpState {
     next_seq: u64,
     recv: Option<RecvProgress>,
     write: Option<WriteProgress>,
+    /// An RC responder's place in the message stream (FIRST..LAST, ONLY).
+    msg: MessageSequence,
     reads: KVec<Option<ReadCtx>>,
     /// In SQD: raise SQ_DRAINED once nothing is outstanding.
     sqd_notify: bool,
@@ -355,6 +358,7 @@ impl QpInner {
                     next_seq: 0,
                     recv: None,
                     write: None,
+                    msg: MessageSequence::new(),
                     reads,
                     sqd_notify: false,
                     ud_psn: Psn::new(0),
@@ -581,6 +585,7 @@ impl QpInner {
         st.resp = None;
         st.recv = None;
         st.write = None;
+        st.msg = MessageSequence::new();
         for r in st.reads.iter_mut() {
             *r = None;
         }
@@ -595,6 +600,7 @@ impl QpInner {
         st.resp = None;
         st.recv = None;
         st.write = None;
+        st.msg = MessageSequence::new();
         for r in st.reads.iter_mut() {
             *r = None;
         }
@@ -627,6 +633,7 @@ impl QpInner {
         // Unfinished in-flight ops the requester never saw.
         st.recv = None;
         st.write = None;
+        st.msg = MessageSequence::new();
         self.flush_queues(st);
         self.sq.clear_busy();
     }

@@ -170,28 +170,30 @@ impl QpInner {
         };
         let Some(resp) = st.resp.as_mut() else { return };
         match resp.on_request(&req, rwqe_available) {
-            ResponderAction::Execute { ack, slot } => match self.execute(st, pkt, bytes, slot) {
-                Ok(()) => {
-                    if let Some(a) = ack {
+            ResponderAction::Execute { ack, slot } => {
+                match self.execute_in_order(st, pkt, bytes, slot) {
+                    Ok(()) => {
+                        if let Some(a) = ack {
+                            self.send_ack(st, &a);
+                        }
+                        if st.state == St::Rtr {
+                            self.events.raise(QpEvent::CommEstablished);
+                        }
+                    }
+                    Err(Refusal { code, status, psn }) => {
+                        let Some(resp) = st.resp.as_mut() else { return };
+                        let a = resp.reject(psn.unwrap_or(req.psn), code);
                         self.send_ack(st, &a);
-                    }
-                    if st.state == St::Rtr {
-                        self.events.raise(QpEvent::CommEstablished);
+                        self.fail_recv(st, status);
+                        self.events.raise(if code == NakCode::RemoteAccessError {
+                            QpEvent::AccessError
+                        } else {
+                            QpEvent::RequestError
+                        });
+                        self.to_error(st, None);
                     }
                 }
-                Err(Refusal { code, status, psn }) => {
-                    let Some(resp) = st.resp.as_mut() else { return };
-                    let a = resp.reject(psn.unwrap_or(req.psn), code);
-                    self.send_ack(st, &a);
-                    self.fail_recv(st, status);
-                    self.events.raise(if code == NakCode::RemoteAccessError {
-                        QpEvent::AccessError
-                    } else {
-                        QpEvent::RequestError
-                    });
-                    self.to_error(st, None);
-                }
-            },
+            }
             ResponderAction::ReAck(a) | ResponderAction::Nak(a) | ResponderAction::RnrNak(a) => {
                 if matches!(a.syndrome, Syndrome::Ack { .. }) {
                     self.dev.tx.stats.inc(Counter::DuplicateRequest);
@@ -265,6 +267,28 @@ impl QpInner {
                 &self.events,
             );
         }
+    }
+
+    /// Executes an in-sequence RC request if it continues the message stream (FIRST, MIDDLE,
+    /// LAST of one operation, or ONLY); one that does not is an invalid request, and none of
+    /// it is executed.
+    fn execute_in_order(
+        &self,
+        st: &mut QpState,
+        pkt: &Packet,
+        bytes: &[u8],
+        slot: Option<usize>,
+    ) -> Result<(), Refusal> {
+        let (op, pos) = (pkt.opcode.operation(), pkt.opcode.position());
+        if !st.msg.allows(op, pos) {
+            return Err(Refusal::new(
+                NakCode::InvalidRequest,
+                wc_status::REM_INV_REQ_ERR,
+            ));
+        }
+        self.execute(st, pkt, bytes, slot)?;
+        st.msg.advance(op, pos);
+        Ok(())
     }
 
     /// Executes an in-sequence request.

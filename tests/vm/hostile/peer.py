@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: GPL-2.0
 """A hostile RoCE v2 peer (tests/vm/inject/roce.py, packets with valid ICRCs) against live QPs
-of an oxroce device: what a responder must refuse once an MR is gone.
+of an oxroce device: what a responder must refuse once an MR is gone, and request packets out
+of the FIRST, MIDDLE, LAST / ONLY order of messages.
 
     peer.py DEV GID_INDEX DEV_IP PEER_NETNS PEER_IP
 
@@ -22,6 +23,7 @@ from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPCap, QPInitAttr
+from pyverbs.wr import SGE, RecvWR
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -182,6 +184,38 @@ def main():
         fail("WRITE_LAST after dereg_mr: the deregistered memory was written")
     expect_error_state(v, "WRITE_LAST after dereg_mr")
     print("WRITE_LAST after dereg_mr: remote access NAK, memory untouched", flush=True)
+    done += 1
+
+    # 4. A SEND between a WRITE's FIRST and its LAST (with a receive WQE posted, so the SEND
+    #    alone would be fine): invalid request NAK, nothing of the SEND placed, and the WRITE's
+    #    LAST is not executed either (the QP is in error).
+    v = Victim(ctx, gid, peer_gid)
+    dst = Buf(4096, 0)
+    mr = v.mr(dst, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+    keep += [v, dst, mr]
+    v.qp.post_recv(RecvWR(sg=[SGE(dst.addr + 2048, 1024, mr.lkey)], num_sge=1))
+    inj.send(rc(roce.RC_RDMA_WRITE_FIRST, v, RQ_PSN, ack_req=True,
+                reth=(dst.addr, mr.rkey, 2048), payload=b"\xaa" * 1024))
+    a = inj.recv(3)
+    if a is None or a.opcode != roce.RC_ACKNOWLEDGE or roce.nak_code(a) is not None:
+        fail(f"WRITE_FIRST (4): expected an ACK, got {a and (hex(a.opcode), a.psn)}")
+    inj.send(rc(roce.RC_SEND_ONLY, v, RQ_PSN + 1, ack_req=True, payload=b"\xcc" * 512))
+    expect_nak(inj, RQ_PSN + 1, roce.NAK_INVALID_REQUEST, "SEND inside a WRITE")
+    expect_error_state(v, "SEND inside a WRITE")
+    inj.send(rc(roce.RC_RDMA_WRITE_LAST, v, RQ_PSN + 2, ack_req=True, payload=b"\xbb" * 1024))
+    inj.recv_all(1)
+    if dst.bytes(1024, 2048) != bytes(2048):
+        fail("SEND inside a WRITE: the SEND or the WRITE's LAST was placed")
+    print("SEND between WRITE FIRST and LAST: invalid request NAK, nothing placed", flush=True)
+    done += 1
+
+    # 5. A WRITE MIDDLE with no WRITE FIRST before it: invalid request NAK.
+    v = Victim(ctx, gid, peer_gid)
+    keep += [v]
+    inj.send(rc(roce.RC_RDMA_WRITE_MIDDLE, v, RQ_PSN, ack_req=True, payload=b"\xdd" * 1024))
+    expect_nak(inj, RQ_PSN, roce.NAK_INVALID_REQUEST, "WRITE MIDDLE without a FIRST")
+    expect_error_state(v, "WRITE MIDDLE without a FIRST")
+    print("WRITE MIDDLE without a FIRST: invalid request NAK", flush=True)
     done += 1
 
     inj.close()

@@ -28,6 +28,10 @@
 //!   work requests are then taken, in order, with
 //!   [`requester::Requester::poll_completion`].
 //!
+//! [`sequence::MessageSequence`] checks that the in-sequence requests the
+//! responder executes form whole messages (FIRST, MIDDLE, LAST of one
+//! operation, or ONLY).
+//!
 //! A typical send path: `post` work requests, loop on `next_packet(now)` to
 //! build and transmit packets, arm a timer at `deadline()`, and on expiry call
 //! `on_timer(now)`. Each received response goes to `on_response(now, ..)`,
@@ -38,6 +42,7 @@
 pub mod completer;
 pub mod requester;
 pub mod responder;
+pub mod sequence;
 
 /// The operation of an RC request message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
