@@ -211,12 +211,16 @@ impl TimerHandler for QpInner {
 }
 
 /// The network header a packet arrived with: what a datagram QP's receive puts in front of
-/// the data (the GRH area).
+/// the data (the GRH area), and the addresses a connected QP checks.
 pub(crate) struct NetHeader<'a> {
-    /// The IP header (IPv4: at least 20 bytes; IPv6: 40).
+    /// The IP header (IPv4: at least 20 bytes; IPv6: 40), or the GRH (RoCE v1).
     pub(crate) bytes: &'a [u8],
     /// Its type (`uapi::queue::network_hdr`).
     pub(crate) kind: u8,
+    /// The source address as a GID (IPv4-mapped for IPv4).
+    pub(crate) sgid: [u8; 16],
+    /// The destination address as a GID.
+    pub(crate) dgid: [u8; 16],
 }
 
 /// The driver data of a QP object.

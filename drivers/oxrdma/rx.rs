@@ -18,7 +18,7 @@ use crate::stats::Counter;
 use crate::tx::KernelCrc;
 use crate::uapi::queue::network_hdr;
 use crate::wire::grh::{self, GRH_LEN};
-use crate::wire::headers::MULTICAST_QPN;
+use crate::wire::headers::{pkey_matches, DEFAULT_PKEY, MULTICAST_QPN};
 use crate::wire::icrc::{self, Encap};
 use crate::wire::ip;
 use crate::wire::packet::{self, Packet};
@@ -177,6 +177,9 @@ fn receive_v1(dev: &RoceDev, crc: &KernelCrc, frame: &[u8], now: u64) -> bool {
     let Ok(p) = packet::parse(iba) else {
         return dropped();
     };
+    if !pkey_matches(p.headers.bth.pkey, DEFAULT_PKEY) {
+        return dropped();
+    }
     let Some(to) = Recipients::of(dev, p.headers.bth.dest_qp, &g.dgid) else {
         return dropped();
     };
@@ -185,6 +188,8 @@ fn receive_v1(dev: &RoceDev, crc: &KernelCrc, frame: &[u8], now: u64) -> bool {
         let net = NetHeader {
             bytes: &pkt[..GRH_LEN],
             kind: network_hdr::ROCE_V1,
+            sgid: g.sgid,
+            dgid: g.dgid,
         };
         to.deliver(&p, iba, &net, now);
     } else {
@@ -225,6 +230,9 @@ fn receive(
     let Ok(p) = packet::parse(iba) else {
         return drop();
     };
+    if !pkey_matches(p.headers.bth.pkey, DEFAULT_PKEY) {
+        return drop();
+    }
     let to = match Recipients::of(dev, p.headers.bth.dest_qp, &r.dst.to_gid()) {
         // Multicast only from the device's own netdev (sent there, or looped back by the
         // IP layer for the host's own sends).
@@ -250,6 +258,8 @@ fn receive(
         let net = NetHeader {
             bytes: &pkt[..r.bth_offset - ip::UDP_LEN],
             kind,
+            sgid: r.src.to_gid(),
+            dgid: r.dst.to_gid(),
         };
         to.deliver(&p, iba, &net, now);
     } else {

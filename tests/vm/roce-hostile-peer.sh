@@ -4,7 +4,9 @@
 # in the other namespace) against live QPs of an oxroce device: a duplicate RDMA READ after its
 # MR was deregistered, and the rest of an RDMA WRITE after its MR was deregistered, are refused
 # with a remote access NAK and never touch the memory (issue 14, defect 3); a SEND between a
-# WRITE's FIRST and LAST, and a WRITE MIDDLE without a FIRST, are invalid requests (defect 4).
+# WRITE's FIRST and LAST, and a WRITE MIDDLE without a FIRST, are invalid requests (defect 4);
+# a WRITE from another address than the QP's peer, or with a foreign P_Key, is dropped
+# unexecuted (defect 6).
 # A READ of a live MR is the injector's control. The harness fails the test on any kernel splat.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
@@ -18,5 +20,5 @@ OX_CMD_TIMEOUT=120 capture ip netns exec "$NS_A" /usr/bin/python3 -B "$OX_ROOT/t
 	oxa_r "$gid_a" "$NS_A_IP4" "$NS_B" "$NS_B_IP4"
 info "$(tr '\n' ';' <<<"$EXPECT_OUT")"
 [ "$EXPECT_RC" = 0 ] || fail "peer.py exit status $EXPECT_RC"
-expect_match "$EXPECT_OUT" '^peer: 6 scenarios ok$' "all scenarios"
+expect_match "$EXPECT_OUT" '^peer: 8 scenarios ok$' "all scenarios"
 pass

@@ -41,6 +41,17 @@ impl QpInner {
         if st.dead || !matches!(st.state, St::Rtr | St::Rts | St::Sqd | St::Sqe) {
             return;
         }
+        // A connected QP takes packets only from its peer's address to its own (the UDP source
+        // port is free: flow entropy), like rxe; anything else is a spoofing attempt or stray.
+        if matches!(self.qp_type, QpType::Rc | QpType::Uc)
+            && !st
+                .attrs
+                .path
+                .is_some_and(|p| p.sgid == net.dgid && p.dgid == net.sgid)
+        {
+            self.dev.tx.stats.inc(Counter::RxDrop);
+            return;
+        }
         match (self.qp_type, pkt.opcode.transport()) {
             (QpType::Rc, Transport::Rc) => {}
             (QpType::Uc, Transport::Uc) => return self.on_uc_request(&mut st, pkt, bytes),

@@ -82,6 +82,16 @@ pub struct Bth {
     pub psn: Psn,
 }
 
+/// The default partition's key, full membership: the one entry of a RoCE port's P_Key table.
+pub const DEFAULT_PKEY: u16 = 0xffff;
+
+/// Whether a packet's BTH P_Key `pkt` is accepted by a port whose P_Key is `port` (IBA
+/// 10.9.3): the same partition (the low 15 bits), and at least one of the two a full member
+/// (bit 15). Anything else is dropped (and counted) without a response.
+pub const fn pkey_matches(pkt: u16, port: u16) -> bool {
+    pkt & 0x7fff == port & 0x7fff && (pkt | port) & 0x8000 != 0
+}
+
 /// The destination QP of packets to a multicast group (IBA 9.2): every QP attached to the group
 /// whose GID the packet carries (the destination IP address in RoCE v2).
 pub const MULTICAST_QPN: u32 = 0xff_ffff;
@@ -524,6 +534,17 @@ const fn put(out: &mut [u8], at: usize, src: &[u8]) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pkey_matching() {
+        assert!(pkey_matches(0xffff, DEFAULT_PKEY));
+        // A limited member of the default partition, to a full member port.
+        assert!(pkey_matches(0x7fff, DEFAULT_PKEY));
+        assert!(!pkey_matches(0x7fff, 0x7fff), "two limited members");
+        assert!(!pkey_matches(0x8001, DEFAULT_PKEY), "another partition");
+        assert!(!pkey_matches(0x0000, DEFAULT_PKEY), "the invalid P_Key");
+        assert!(pkey_matches(0x8001, 0x0001));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

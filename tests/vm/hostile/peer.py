@@ -104,6 +104,12 @@ def expect_error_state(v, what, secs=5):
         fail(f"{what}: the victim QP is not in the error state ({qp_state(v.qp)})")
 
 
+def spoofed_ip(ip):
+    """Another address in IP's /24: not the victim QP's peer."""
+    a = ip.split(".")
+    return ".".join(a[:3] + [str((int(a[3]) + 97) % 250 + 1)])
+
+
 def main():
     dev, gid, my_ip, peer_ns, peer_ip = sys.argv[1:6]
     gid = int(gid)
@@ -217,6 +223,30 @@ def main():
     expect_error_state(v, "WRITE MIDDLE without a FIRST")
     print("WRITE MIDDLE without a FIRST: invalid request NAK", flush=True)
     done += 1
+
+    # 6, 7. A WRITE from another source address than the QP's peer (the UDP source port is
+    #    free, the addresses are not), and one with a foreign P_Key: dropped unexecuted (no
+    #    data, the ePSN does not move), so the real peer's WRITE at the same PSN is then ACKed.
+    for what, kw in (("spoofed source address", {"src": spoofed_ip(peer_ip)}),
+                     ("foreign P_Key", {"pkey": 0x8001})):
+        v = Victim(ctx, gid, peer_gid)
+        dst = Buf(4096, 0)
+        mr = v.mr(dst, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+        keep += [v, dst, mr]
+        inj.send(rc(roce.RC_RDMA_WRITE_ONLY, v, RQ_PSN, ack_req=True,
+                    reth=(dst.addr, mr.rkey, 256), payload=b"\xee" * 256, **kw))
+        got = inj.recv_all(2)
+        if got or dst.bytes(0, 256) != bytes(256):
+            fail(f"{what}: answered ({[str(p) for p in got]}) or written")
+        inj.send(rc(roce.RC_RDMA_WRITE_ONLY, v, RQ_PSN, ack_req=True,
+                    reth=(dst.addr, mr.rkey, 256), payload=b"\x11" * 256))
+        a = inj.recv(3)
+        if a is None or a.opcode != roce.RC_ACKNOWLEDGE or roce.nak_code(a) is not None \
+                or a.psn != RQ_PSN or dst.bytes(0, 256) != b"\x11" * 256:
+            fail(f"{what}: the real WRITE after it: got {a and str(a)}")
+        print(f"WRITE with a {what}: dropped unexecuted; the peer's own WRITE then ACKed",
+              flush=True)
+        done += 1
 
     inj.close()
     print(f"peer: {done} scenarios ok")
