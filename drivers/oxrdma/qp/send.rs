@@ -330,7 +330,7 @@ impl QpInner {
         {
             return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
         }
-        let len: u64 = if !e.inline.is_empty() || e.wqe.inline_len != 0 {
+        let len: u64 = if e.wqe.flags & WQE_FLAG_INLINE != 0 {
             e.inline.len() as u64
         } else {
             e.sges.iter().map(|s| u64::from(s.length)).sum()

@@ -319,6 +319,9 @@ impl SendWqe {
             if self.num_sge != 0 {
                 return Err(WqeError::TooManySge);
             }
+        } else if self.inline_len != 0 {
+            // Without the flag the length means nothing: refused, not read as "no data".
+            return Err(WqeError::Reserved);
         } else if self.num_sge > max_sge || (!opcode.has_data() && self.num_sge != 0) {
             return Err(WqeError::TooManySge);
         }
@@ -599,6 +602,8 @@ mod tests {
         assert_eq!(v(|w| w.flags = 0x80), Err(WqeError::Flags));
         assert_eq!(v(|w| w.num_sge = 3), Err(WqeError::TooManySge));
         assert_eq!(v(|w| w.reserved1 = 1), Err(WqeError::Reserved));
+        // An inline length without the inline flag (it used to send zero bytes).
+        assert_eq!(v(|w| w.inline_len = 16), Err(WqeError::Reserved));
         assert_eq!(
             v(|w| {
                 w.flags = WQE_FLAG_INLINE;
