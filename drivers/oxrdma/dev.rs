@@ -19,7 +19,7 @@ use crate::ox::sync::{SpinLockBh, SpinLockIrq};
 use crate::ox::udp_tunnel::TunnelRef;
 use crate::qp::QpInner;
 use crate::rx::RoceRx;
-use crate::table::{Reservation, Table};
+use crate::table::{Reservation, Table, Tags};
 use crate::tx::{KernelCrc, Tx};
 use crate::wire::icrc;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -39,7 +39,7 @@ pub(crate) const GSI_QPN: u32 = 1;
 const QPN_SLOTS: usize = 1 << 16;
 
 /// The number of the QP in slot `r`: `QPN_BASE + (tag << 16 | index)`, with the low 7 bits of
-/// the slot's reservation count as the tag. A QP made in the slot of a destroyed one gets
+/// the slot's tag (random for a new slot, then counting reservations) as the generation. A QP made in the slot of a destroyed one gets
 /// another number (the same again only 128 QPs of that slot later), as on hardware: ib_cm
 /// takes a REQ from a QPN it still knows a connection of as a stale connection and disconnects
 /// that connection. The largest number, `QPN_BASE + (0x7f << 16 | 0xffff)`, stays far below
@@ -83,9 +83,9 @@ impl RoceDev {
     pub(crate) fn new(netdev: ARef<NetDevice>, crc: Arc<KernelCrc>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                qps <- crate::new_spinlock_bh!(Table::new(), "oxrdma_qps"),
-                mrs <- crate::new_spinlock_bh!(Table::new(), "oxrdma_mrs"),
-                ahs <- crate::new_spinlock_irq!(Table::new(), "oxrdma_ahs"),
+                qps <- crate::new_spinlock_bh!(Table::new(Tags::Sequential), "oxrdma_qps"),
+                mrs <- crate::new_spinlock_bh!(Table::new(Tags::Random), "oxrdma_mrs"),
+                ahs <- crate::new_spinlock_irq!(Table::new(Tags::Random), "oxrdma_ahs"),
                 gsi <- crate::new_spinlock_bh!(None, "oxrdma_gsi"),
                 tx <- Tx::new(netdev, crc),
                 mcast <- Groups::new(),

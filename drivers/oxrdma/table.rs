@@ -7,6 +7,7 @@
 //! under it: the slot array grows outside the lock, and an object is built between
 //! reserving its slot (which fixes its index, hence its number or key) and filling it.
 
+use crate::ox::random;
 use kernel::sync::lock::{Backend, Lock};
 use kernel::{alloc::Flags, alloc::KVec, prelude::*, sync::Arc};
 
@@ -28,6 +29,19 @@ pub(crate) struct Table<T> {
     slots: KVec<Slot<T>>,
     /// Reserved and live slots.
     used: usize,
+    /// How a slot's tag moves on at each reservation: by one, or by a random step.
+    tags: Tags,
+}
+
+/// How the tags of a table's slots are chosen. A new slot's first tag is random either way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tags {
+    /// Each reservation of a slot adds one: the most reservations before a tag comes back
+    /// (QP numbers: ib_cm must not take a new QP for an old connection's peer).
+    Sequential,
+    /// Each reservation adds a random step of 1 to 255: the tag differs from the slot's last
+    /// one and cannot be told from it (MR keys, which a peer presents as R_Keys).
+    Random,
 }
 
 /// A reserved slot: its index and the tag it got.
@@ -38,10 +52,11 @@ pub(crate) struct Reservation {
 }
 
 impl<T> Table<T> {
-    pub(crate) const fn new() -> Self {
+    pub(crate) const fn new(tags: Tags) -> Self {
         Self {
             slots: KVec::new(),
             used: 0,
+            tags,
         }
     }
 
@@ -50,8 +65,12 @@ impl<T> Table<T> {
             .slots
             .iter()
             .position(|s| matches!(s.state, State::Free))?;
+        let step = match self.tags {
+            Tags::Sequential => 1,
+            Tags::Random => 1 + (random::u32() % 255) as u8,
+        };
         let s = &mut self.slots[index];
-        s.tag = s.tag.wrapping_add(1);
+        s.tag = s.tag.wrapping_add(step);
         s.state = State::Reserved;
         self.used += 1;
         Some(Reservation { index, tag: s.tag })
@@ -76,16 +95,17 @@ impl<T> Table<T> {
                 }
                 if t.slots.len() < t.slots.capacity() {
                     let index = t.slots.len();
+                    let tag = random::u32() as u8;
                     // Within capacity: no allocation.
                     t.slots.push(
                         Slot {
-                            tag: 1,
+                            tag,
                             state: State::Reserved,
                         },
                         GFP_ATOMIC,
                     )?;
                     t.used += 1;
-                    return Ok(Reservation { index, tag: 1 });
+                    return Ok(Reservation { index, tag });
                 }
                 t.slots.len()
             };

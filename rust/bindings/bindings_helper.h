@@ -9,6 +9,7 @@
 #include <linux/idr.h>
 #include <linux/if_packet.h>
 #include <linux/netdevice.h>
+#include <linux/random.h>
 #include <linux/skbuff.h>
 #include <net/dst.h>
 #include <net/net_namespace.h>
