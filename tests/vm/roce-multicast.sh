@@ -102,7 +102,9 @@ mcast_ud_run() {
 }
 
 mcast_ud=$OX_TMP/mcast-ud
-expect_ok gcc -O2 -Wall -o "$mcast_ud" "$OX_ROOT/tests/vm/roce-multicast/mcast-ud.c" -libverbs
+# (gcc under TCG takes seconds, and minutes on a loaded debug kernel.)
+OX_CMD_TIMEOUT=300 expect_ok gcc -O2 -Wall -o "$mcast_ud" "$OX_ROOT/tests/vm/roce-multicast/mcast-ud.c" \
+	-libverbs
 
 oxroce_pair
 rb0=$(hw_counter oxb_r rcvd_pkts)
