@@ -92,7 +92,18 @@ connect() {
 	expect_ok nvme connect -t rdma -a "$VETH_A_IP4" -s 4420 -n "$NQN" -i 2 \
 		--ctrl-loss-tmo=5 --reconnect-delay=1
 	wait_until 30 _nvme_dev || fail "no live controller for $NQN after nvme connect"
+	# A namespace of size 0 was seen once in about six runs (the identify data?): wait a
+	# moment for a revalidation, then show what the host received before failing.
+	if ! wait_until 10 _nvme_has_size; then
+		_ox_show "nvme id-ns $NVME_DEV" "$(timeout 20 nvme id-ns "$NVME_DEV" 2>&1 | head -40)"
+		_ox_show "nvme list" "$(timeout 20 nvme list 2>&1)"
+		fail "$NVME_DEV has 0 sectors after connecting"
+	fi
 	info "connected: $NVME_DEV ($(cat "/sys/block/${NVME_DEV#/dev/}/size") sectors)"
+}
+
+_nvme_has_size() {
+	[ "$(cat "/sys/block/${NVME_DEV#/dev/}/size")" != 0 ]
 }
 
 _no_controller() {
