@@ -15,6 +15,12 @@
 #
 # Device counters, ib_cm's message counters and the loopback device's drops are printed at the
 # end (a silent disconnect shows as a DREQ there: nvme-rdma logs it only at debug level).
+#
+# Not in `make check` (tests/vm/extra): in one run of about ten (a CI run, test kernel) the
+# mixed-size fio stalled: the target's SEND failed with "transport retry counter exceeded"
+# and the host's keep-alive then failed; the loopback device drops thousands of packets per
+# run and an RC QP here gives up retransmitting. An oxrdma defect, not found yet. Run it by
+# hand: `make vm-run SCRIPT=tests/vm/extra/roce-nvmeof.sh`.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
