@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # A hostile RoCE v2 peer (tests/vm/hostile/peer.py, packets with valid ICRCs from a raw socket
 # in the other namespace) against live QPs of an oxroce device: a duplicate RDMA READ after its
-# MR was deregistered, and the rest of an RDMA WRITE after its MR was deregistered, are refused
-# with a remote access NAK and never touch the memory (issue 14, defect 3); a SEND between a
+# MR was deregistered gets no data and no answer (the QP stays up; a new READ with the dead key
+# is refused), and the rest of an RDMA WRITE after its MR was deregistered is refused with a
+# remote access NAK; neither touches the memory (issue 14, defect 3); a SEND between a
 # WRITE's FIRST and LAST, and a WRITE MIDDLE without a FIRST, are invalid requests (defect 4);
 # a WRITE from another address than the QP's peer, or with a foreign P_Key, is dropped
 # unexecuted (defect 6).

@@ -216,13 +216,12 @@ impl QpInner {
             ResponderAction::Replay { slot, from, count } => {
                 self.dev.tx.stats.inc(Counter::DuplicateRequest);
                 // A duplicate READ whose R_Key no longer gives access (invalidated,
-                // deregistered) is refused like a new one, and nothing of it is resent.
-                if let Err(psn) = self.replay(st, slot, from, count) {
-                    let Some(resp) = st.resp.as_mut() else { return };
-                    let a = resp.reject(psn, NakCode::RemoteAccessError);
-                    self.send_ack(st, &a);
-                    self.events.raise(QpEvent::AccessError);
-                    self.to_error(st, None);
+                // deregistered) gets nothing more of the memory, and no answer: a duplicate
+                // can be stale, overtaken on the way by the requester's later messages (an
+                // NVMe-oF target completes the READ, then invalidates the host's MR with its
+                // SEND), and a requester that still waits for it ends with its retries.
+                if self.replay(st, slot, from, count).is_err() {
+                    self.dev.tx.stats.inc(Counter::RxDrop);
                 }
             }
             ResponderAction::Drop => {}

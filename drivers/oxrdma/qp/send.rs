@@ -14,6 +14,48 @@ impl QpInner {
     /// Runs the send side: takes new WQEs, handles timers, transmits, completes. Returns the
     /// next deadline (us) for the QP's timer.
     pub(crate) fn service(self: &Arc<Self>, now: u64) -> Option<u64> {
+        let mut exhausted = false;
+        let deadline = self.service_locked(now, &mut exhausted);
+        if exhausted {
+            self.report_retries_exhausted();
+        }
+        deadline
+    }
+
+    /// Says in the log where a connection stopped making progress: this QP's send window and,
+    /// when the peer QP is on this device (loopback), its responder's view (outside this QP's
+    /// lock: two QP locks are never held together).
+    fn report_retries_exhausted(&self) {
+        let (una, sent_end, next, dest) = {
+            let st = self.st.lock();
+            let Some(r) = st.req.as_ref() else { return };
+            (r.una(), r.sent_end(), r.next_psn(), st.attrs.dest_qpn)
+        };
+        pr_info!(
+            "oxrdma: QP {:#x}: transport retries exhausted: unacknowledged from PSN {:#x}, sent up to {:#x}, posted up to {:#x}\n",
+            self.qpn,
+            una.get(),
+            sent_end.get(),
+            next.get()
+        );
+        let Some(peer) = self.dev.qp(dest) else { return };
+        let st = peer.st.lock();
+        if st.attrs.dest_qpn != self.qpn {
+            return; // a QP of this device with the same number as the remote one
+        }
+        if let Some(r) = st.resp.as_ref() {
+            pr_info!(
+                "oxrdma: QP {:#x} (its peer, on this device): state {:?}, expects PSN {:#x}, gap NAKed {}, message open {:?}\n",
+                dest,
+                st.state,
+                r.epsn().get(),
+                r.nak_sent(),
+                st.msg.open()
+            );
+        }
+    }
+
+    fn service_locked(self: &Arc<Self>, now: u64, exhausted: &mut bool) -> Option<u64> {
         let mut st = self.st.lock();
         if st.dead {
             return None;
@@ -34,7 +76,8 @@ impl QpInner {
             match req.on_timer(now) {
                 TimerAction::Retransmit => self.dev.tx.stats.inc(Counter::Retransmits),
                 TimerAction::Error(RcError::RetryExceeded | RcError::RnrRetryExceeded) => {
-                    self.dev.tx.stats.inc(Counter::RetryExceeded)
+                    self.dev.tx.stats.inc(Counter::RetryExceeded);
+                    *exhausted = true;
                 }
                 TimerAction::Error(_) | TimerAction::Nothing | TimerAction::Resume => {}
             }

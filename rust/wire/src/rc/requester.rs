@@ -235,6 +235,11 @@ impl<const N: usize> Requester<N> {
         self.next_psn
     }
 
+    /// One past the highest PSN transmitted so far.
+    pub const fn sent_end(&self) -> Psn {
+        self.sent_end
+    }
+
     /// Whether no work request is held (all were completed and taken).
     pub const fn is_idle(&self) -> bool {
         self.count == 0

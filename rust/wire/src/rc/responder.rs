@@ -153,6 +153,12 @@ impl<const R: usize> Responder<R> {
         self.epsn
     }
 
+    /// Whether a sequence error (or RNR) NAK was sent for the current gap: later packets
+    /// ahead of the ePSN are dropped silently until the ePSN packet arrives.
+    pub const fn nak_sent(&self) -> bool {
+        self.nak_sent
+    }
+
     /// The current MSN: the number of completed messages, modulo 2^24.
     pub const fn msn(&self) -> u32 {
         self.msn
