@@ -47,7 +47,7 @@ use crate::wire::rc::completer::{Response, ResponseAction, ResponseKind};
 use crate::wire::rc::requester::{RcError, Requester, RequesterConfig, Status, TimerAction};
 use crate::wire::rc::responder::{Ack, Request, Responder, ResponderAction, ResponderConfig};
 use crate::wire::rc::sequence::MessageSequence;
-use crate::wire::rc::{packets_for, OpKind};
+use crate::wire::rc::OpKind;
 use crate::wire::uc::{UcAction, UcReceiver};
 use core::sync::atomic::{fence, AtomicBool, Ordering};
 use kernel::{
@@ -74,6 +74,15 @@ pub(crate) const MAX_RD_ATOMIC: usize = 128;
 const WINDOW: u32 = 256;
 /// The responder acknowledges at least every this many packets.
 const ACK_EVERY: u32 = 16;
+/// Packets a QP sends in one go (one READ's responses, a window of requests) before it lets
+/// the lock go, and with it softirqs and other QPs; what is left goes on in the next pass.
+/// Smaller bursts measured worse over loopback (NVMe-oF: several times the drops at 16 and 32
+/// packets, more continuing from the work item).
+const SOFTIRQ_BURST: u32 = WINDOW;
+/// The burst of one pass in process context.
+const PROCESS_BURST: u32 = WINDOW;
+/// Passes of one run in process context before the rest goes back to the work item.
+const PROCESS_PASSES: u32 = 8;
 
 /// A posted send WQE the requester works on.
 struct SendOp {
@@ -116,6 +125,15 @@ struct ReadCtx {
     access: Access,
 }
 
+/// The responses of a responder resource (RDMA READ or ATOMIC) still to send.
+#[derive(Clone, Copy)]
+struct Outgoing {
+    /// The index of the next response packet.
+    next: u32,
+    /// Sent again for a duplicate request (which an MR no longer valid ends silently).
+    replay: bool,
+}
+
 #[derive(Clone, Copy, Default)]
 struct Attrs {
     path: Option<Path>,
@@ -149,6 +167,12 @@ pub(crate) struct QpState {
     /// An RC responder's place in the message stream (FIRST..LAST, ONLY).
     msg: MessageSequence,
     reads: KVec<Option<ReadCtx>>,
+    /// Per responder resource: the responses still to send, oldest request first.
+    outgoing: [Option<Outgoing>; RESP_RES],
+    /// An ACK or NAK decided while responses were still to send: it goes after them (responses
+    /// and acknowledges leave in PSN order, or the requester takes a later ACK for a NAK of
+    /// the READ before it).
+    held_ack: Option<Ack>,
     /// In SQD: raise SQ_DRAINED once nothing is outstanding.
     sqd_notify: bool,
     /// A datagram QP's next send PSN.
@@ -206,7 +230,7 @@ impl TimerHandler for QpInner {
     /// A deadline passed: the send side runs right here, in the timer's softirq.
     fn expired(this: ArcBorrow<'_, Self>) {
         let qp: Arc<QpInner> = this.into();
-        qp.run();
+        qp.run_softirq();
     }
 }
 
@@ -364,6 +388,8 @@ impl QpInner {
                     write: None,
                     msg: MessageSequence::new(),
                     reads,
+                    outgoing: [None; RESP_RES],
+                    held_ack: None,
                     sqd_notify: false,
                     ud_psn: Psn::new(0),
                     uc: UcReceiver::new(Psn::new(0)),
@@ -377,10 +403,28 @@ impl QpInner {
     /// Runs the send side now (any context but hard interrupt): takes new WQEs, handles the
     /// deadlines, transmits, completes; sets the timer for the next deadline.
     pub(crate) fn run(self: &Arc<Self>) {
-        let now = now_us();
-        if let Some(d) = self.service(now) {
-            self.timer.arm_earlier_us(self, d.saturating_sub(now));
+        self.run_passes(PROCESS_PASSES, PROCESS_BURST);
+    }
+
+    /// [`QpInner::run`] from softirq context: one burst, the rest from the work item.
+    pub(crate) fn run_softirq(self: &Arc<Self>) {
+        self.run_passes(1, SOFTIRQ_BURST);
+    }
+
+    /// Up to `passes` passes of the send side, `burst` packets each; softirqs (which drain the
+    /// receive backlogs of local peers) can run between passes.
+    fn run_passes(self: &Arc<Self>, passes: u32, burst: u32) {
+        for _ in 0..passes {
+            let now = now_us();
+            let mut budget = burst;
+            if let Some(d) = self.service(now, &mut budget) {
+                self.timer.arm_earlier_us(self, d.saturating_sub(now));
+            }
+            if budget > 0 {
+                return;
+            }
         }
+        self.kick();
     }
 
     /// Has the send side run soon, from the module's workqueue (any context).
@@ -593,6 +637,8 @@ impl QpInner {
         for r in st.reads.iter_mut() {
             *r = None;
         }
+        st.outgoing = [None; RESP_RES];
+        st.held_ack = None;
         for o in st.ops.iter_mut() {
             *o = None;
         }
@@ -608,6 +654,8 @@ impl QpInner {
         for r in st.reads.iter_mut() {
             *r = None;
         }
+        st.outgoing = [None; RESP_RES];
+        st.held_ack = None;
         for o in st.ops.iter_mut() {
             *o = None;
         }
@@ -638,6 +686,8 @@ impl QpInner {
         st.recv = None;
         st.write = None;
         st.msg = MessageSequence::new();
+        st.outgoing = [None; RESP_RES];
+        st.held_ack = None;
         self.flush_queues(st);
         self.sq.clear_busy();
     }

@@ -65,9 +65,16 @@ impl QpInner {
             self.on_response(&mut st, pkt, bytes, now);
             drop(st);
             // The requester may have room again: take more WQEs, transmit, complete, here.
-            self.run();
+            self.run_softirq();
         } else {
             self.on_request(&mut st, pkt, bytes);
+            // READ responses and atomic acknowledges: a burst here, the rest from the work item.
+            let mut budget = SOFTIRQ_BURST;
+            self.respond(&mut st, &mut budget);
+            if budget == 0 {
+                drop(st);
+                self.kick();
+            }
         }
     }
 
@@ -185,7 +192,7 @@ impl QpInner {
                 match self.execute_in_order(st, pkt, bytes, slot) {
                     Ok(()) => {
                         if let Some(a) = ack {
-                            self.send_ack(st, &a);
+                            self.ack_in_order(st, a);
                         }
                         if st.state == St::Rtr {
                             self.events.raise(QpEvent::CommEstablished);
@@ -211,17 +218,19 @@ impl QpInner {
                 } else if matches!(a.syndrome, Syndrome::Nak(NakCode::PsnSequenceError)) {
                     self.dev.tx.stats.inc(Counter::OutOfSeqRequest);
                 }
-                self.send_ack(st, &a)
+                self.ack_in_order(st, a)
             }
-            ResponderAction::Replay { slot, from, count } => {
+            ResponderAction::Replay { slot, from, .. } => {
                 self.dev.tx.stats.inc(Counter::DuplicateRequest);
-                // A duplicate READ whose R_Key no longer gives access (invalidated,
-                // deregistered) gets nothing more of the memory, and no answer: a duplicate
-                // can be stale, overtaken on the way by the requester's later messages (an
-                // NVMe-oF target completes the READ, then invalidates the host's MR with its
-                // SEND), and a requester that still waits for it ends with its retries.
-                if self.replay(st, slot, from, count).is_err() {
-                    self.dev.tx.stats.inc(Counter::RxDrop);
+                // Sent again from `from` on (a response still to send is restarted there).
+                let Some(res) = st.resp.as_ref().and_then(|r| r.resource(slot)).copied() else {
+                    return;
+                };
+                if let Some(o) = st.outgoing.get_mut(slot) {
+                    *o = Some(Outgoing {
+                        next: from.diff(res.first_psn).max(0) as u32,
+                        replay: true,
+                    });
                 }
             }
             ResponderAction::Drop => {}
@@ -453,12 +462,13 @@ impl QpInner {
                 if let Some(r) = st.reads.get_mut(slot) {
                     *r = Some(ReadCtx { mr, access });
                 }
-                let n = packets_for(reth.dma_len, st.attrs.pmtu);
-                self.replay(st, slot, pkt.headers.bth.psn, n)
-                    .map_err(|psn| Refusal {
-                        psn: Some(psn),
-                        ..access_err
-                    })
+                if let Some(o) = st.outgoing.get_mut(slot) {
+                    *o = Some(Outgoing {
+                        next: 0,
+                        replay: false,
+                    });
+                }
+                Ok(())
             }
             Operation::CompareSwap | Operation::FetchAdd => {
                 let (Some(a), Some(slot)) = (pkt.headers.atomic_eth, slot) else {
@@ -480,11 +490,13 @@ impl QpInner {
                 if let Some(r) = st.resp.as_mut().and_then(|r| r.resource_mut(slot)) {
                     r.data = orig;
                 }
-                self.replay(st, slot, pkt.headers.bth.psn, 1)
-                    .map_err(|psn| Refusal {
-                        psn: Some(psn),
-                        ..access_err
-                    })
+                if let Some(o) = st.outgoing.get_mut(slot) {
+                    *o = Some(Outgoing {
+                        next: 0,
+                        replay: false,
+                    });
+                }
+                Ok(())
             }
             _ => Err(inval),
         }
@@ -520,20 +532,94 @@ impl QpInner {
         Ok((mr, a))
     }
 
-    /// Sends `count` responses of the resource in `slot` from PSN `from` on. A READ's data is
-    /// read through its access, checked again now: if the MR no longer allows it, nothing
-    /// more is sent and the PSN of the response that was refused is returned.
-    pub(super) fn replay(
-        &self,
-        st: &QpState,
-        slot: usize,
-        from: Psn,
-        count: u32,
-    ) -> Result<(), Psn> {
-        let Some(path) = self.tx_path(st) else {
+    /// Sends an ACK or NAK now, or after the responses still to send (it acknowledges their
+    /// PSNs too, so it must not overtake them).
+    fn ack_in_order(&self, st: &mut QpState, a: Ack) {
+        if st.outgoing.iter().any(|o| o.is_some()) {
+            st.held_ack = Some(a);
+        } else {
+            self.send_ack(st, &a);
+        }
+    }
+
+    /// Sends pending READ responses and atomic acknowledges, oldest request first, at most
+    /// `budget` packets (taken off it); then an acknowledge that waited for them. A response
+    /// whose memory is no longer accessible ends its request: a new one with a remote access
+    /// NAK (the QP goes to the error state), a replayed one silently (a duplicate can be
+    /// stale, overtaken on the way by the requester's later messages: an NVMe-oF target
+    /// completes its READ, then invalidates the host's MR with its SEND; a requester that
+    /// really still waits ends with its retries).
+    pub(super) fn respond(&self, st: &mut QpState, budget: &mut u32) {
+        if st.resp.is_none() {
+            return;
+        }
+        while *budget > 0 {
+            let Some(slot) = self.oldest_outgoing(st) else {
+                break;
+            };
+            *budget -= 1;
+            match self.send_response(st, slot) {
+                Ok(()) => {}
+                Err(psn) => {
+                    let replay = st.outgoing[slot].is_some_and(|o| o.replay);
+                    st.outgoing[slot] = None;
+                    if replay {
+                        self.dev.tx.stats.inc(Counter::RxDrop);
+                        continue;
+                    }
+                    let Some(resp) = st.resp.as_mut() else { return };
+                    let a = resp.reject(psn, NakCode::RemoteAccessError);
+                    self.send_ack(st, &a);
+                    self.events.raise(QpEvent::AccessError);
+                    self.to_error(st, None);
+                    return;
+                }
+            }
+        }
+        if st.outgoing.iter().all(|o| o.is_none()) {
+            if let Some(a) = st.held_ack.take() {
+                self.send_ack(st, &a);
+            }
+        }
+    }
+
+    /// The resource slot with responses to send whose request is the oldest.
+    fn oldest_outgoing(&self, st: &QpState) -> Option<usize> {
+        let resp = st.resp.as_ref()?;
+        let mut best: Option<(usize, Psn)> = None;
+        for (slot, o) in st.outgoing.iter().enumerate() {
+            if o.is_none() {
+                continue;
+            }
+            let Some(res) = resp.resource(slot) else {
+                continue;
+            };
+            if best.map_or(true, |(_, p)| res.first_psn.is_before(p)) {
+                best = Some((slot, res.first_psn));
+            }
+        }
+        best.map(|(slot, _)| slot)
+    }
+
+    /// Sends the next response of the resource in `slot` and advances it (it is done after its
+    /// last). A READ's data is read through its access, checked again now: if the MR no longer
+    /// allows it, nothing is sent and the PSN of the refused response is returned.
+    fn send_response(&self, st: &mut QpState, slot: usize) -> Result<(), Psn> {
+        let res = st.resp.as_ref().and_then(|r| r.resource(slot)).copied();
+        let (Some(res), Some(Some(o))) = (res, st.outgoing.get(slot).copied()) else {
+            if let Some(o) = st.outgoing.get_mut(slot) {
+                *o = None;
+            }
             return Ok(());
         };
-        let Some(res) = st.resp.as_ref().and_then(|r| r.resource(slot)).copied() else {
+        let i = o.next;
+        let done = i + 1 >= res.npsn;
+        st.outgoing[slot] = if done {
+            None
+        } else {
+            Some(Outgoing { next: i + 1, ..o })
+        };
+        let Some(path) = self.tx_path(st) else {
             return Ok(());
         };
         let msn = st.resp.as_ref().map_or(0, |r| r.msn());
@@ -553,27 +639,26 @@ impl QpInner {
         let Some(Some(rd)) = st.reads.get(slot) else {
             return Ok(());
         };
+        if i >= res.npsn {
+            return Ok(());
+        }
         let pmtu = st.attrs.pmtu.max(256);
-        let n = res.npsn;
         let total = rd.access.len;
-        let start = from.diff(res.first_psn).max(0) as u32;
-        for i in start..(start + count).min(n) {
-            let off = i as u64 * u64::from(pmtu);
-            let len = (total - off.min(total)).min(u64::from(pmtu)) as usize;
-            let opc = read_response_opcode(i, n);
-            let psn = res.first_psn.add(i as i32);
-            let mut h = Headers::new(self.bth(st, opc, psn));
-            if !matches!(opc, Opcode::RcRdmaReadResponseMiddle) {
-                h.aeth = Some(ack);
-            }
-            let mut refused = false;
-            let _ = self.dev.tx.send(&path, &h, len, |buf| {
-                refused = rd.mr.read(&rd.access, off, buf).is_err();
-                !refused
-            });
-            if refused {
-                return Err(psn);
-            }
+        let off = u64::from(i) * u64::from(pmtu);
+        let len = (total - off.min(total)).min(u64::from(pmtu)) as usize;
+        let opc = read_response_opcode(i, res.npsn);
+        let psn = res.first_psn.add(i as i32);
+        let mut h = Headers::new(self.bth(st, opc, psn));
+        if !matches!(opc, Opcode::RcRdmaReadResponseMiddle) {
+            h.aeth = Some(ack);
+        }
+        let mut refused = false;
+        let _ = self.dev.tx.send(&path, &h, len, |buf| {
+            refused = rd.mr.read(&rd.access, off, buf).is_err();
+            !refused
+        });
+        if refused {
+            return Err(psn);
         }
         Ok(())
     }

@@ -11,11 +11,12 @@ const SERVICE_PASSES: u32 = 4;
 impl QpInner {
     // ---- the send side ---------------------------------------------------------------------
 
-    /// Runs the send side: takes new WQEs, handles timers, transmits, completes. Returns the
-    /// next deadline (us) for the QP's timer.
-    pub(crate) fn service(self: &Arc<Self>, now: u64) -> Option<u64> {
+    /// Runs the send side: sends the responder's pending responses, takes new WQEs, handles
+    /// timers, transmits, completes; sends at most `budget` packets (and takes them off it).
+    /// Returns the next deadline (us) for the QP's timer.
+    pub(crate) fn service(self: &Arc<Self>, now: u64, budget: &mut u32) -> Option<u64> {
         let mut exhausted = false;
-        let deadline = self.service_locked(now, &mut exhausted);
+        let deadline = self.service_locked(now, budget, &mut exhausted);
         if exhausted {
             self.report_retries_exhausted();
         }
@@ -38,7 +39,9 @@ impl QpInner {
             sent_end.get(),
             next.get()
         );
-        let Some(peer) = self.dev.qp(dest) else { return };
+        let Some(peer) = self.dev.qp(dest) else {
+            return;
+        };
         let st = peer.st.lock();
         if st.attrs.dest_qpn != self.qpn {
             return; // a QP of this device with the same number as the remote one
@@ -55,10 +58,18 @@ impl QpInner {
         }
     }
 
-    fn service_locked(self: &Arc<Self>, now: u64, exhausted: &mut bool) -> Option<u64> {
+    fn service_locked(
+        self: &Arc<Self>,
+        now: u64,
+        budget: &mut u32,
+        exhausted: &mut bool,
+    ) -> Option<u64> {
         let mut st = self.st.lock();
         if st.dead {
             return None;
+        }
+        if matches!(st.state, St::Rtr | St::Rts | St::Sqd | St::Sqe) {
+            self.respond(&mut st, budget);
         }
         match st.state {
             St::Err => {
@@ -91,6 +102,9 @@ impl QpInner {
                 self.kick();
                 break;
             }
+            if *budget == 0 {
+                break;
+            }
             if st.state == St::Rts {
                 self.sq.set_busy();
                 if let Err(f) = self.take_send_wqes(&mut st) {
@@ -98,7 +112,7 @@ impl QpInner {
                     return None;
                 }
             }
-            self.transmit(&mut st, now);
+            self.transmit(&mut st, now, budget);
             self.complete_sends(&mut st);
             if st.state != St::Rts {
                 break;
@@ -430,9 +444,9 @@ impl QpInner {
         }
     }
 
-    pub(super) fn transmit(&self, st: &mut QpState, now: u64) {
+    pub(super) fn transmit(&self, st: &mut QpState, now: u64, budget: &mut u32) {
         let Some(path) = self.tx_path(st) else { return };
-        loop {
+        while *budget > 0 {
             let Some(req) = st.req.as_mut() else { return };
             let Some(tx) = req.next_packet(now) else {
                 return;
@@ -503,6 +517,7 @@ impl QpInner {
                     _ => {}
                 }
             }
+            *budget -= 1;
             let mut local_err = None;
             let dev = &self.dev;
             let pdn = self.pdn;
