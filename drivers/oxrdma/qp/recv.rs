@@ -16,6 +16,11 @@ pub(super) struct Refusal {
 }
 
 impl Refusal {
+    /// The receive queue had a WQE when the responder checked, and none (or an unreadable
+    /// one) when it took it: a remote operational error, and a local QP error here.
+    const NO_RECEIVE_WQE: Self =
+        Self::new(NakCode::RemoteOperationalError, wc_status::LOC_QP_OP_ERR);
+
     const fn new(code: NakCode, status: u8) -> Self {
         Self {
             code,
@@ -338,12 +343,7 @@ impl QpInner {
                     }
                     match self.rq.take() {
                         Ok(Some(entry)) => st.recv = Some(RecvProgress { entry, offset: 0 }),
-                        _ => {
-                            return Err(Refusal::new(
-                                NakCode::RemoteOperationalError,
-                                wc_status::LOC_QP_OP_ERR,
-                            ))
-                        }
+                        _ => return Err(Refusal::NO_RECEIVE_WQE),
                     }
                 }
                 let Some(p) = st.recv.as_mut() else {
@@ -425,12 +425,7 @@ impl QpInner {
                     if let Some(i) = pkt.headers.imm_dt {
                         let entry = match self.rq.take() {
                             Ok(Some(e)) => e,
-                            _ => {
-                                return Err(Refusal::new(
-                                    NakCode::RemoteOperationalError,
-                                    wc_status::LOC_QP_OP_ERR,
-                                ))
-                            }
+                            _ => return Err(Refusal::NO_RECEIVE_WQE),
                         };
                         // The RETH came with the first packet; this is the last.
                         let len = w.as_ref().map_or(0, |w| w.access.len as u32);
