@@ -553,10 +553,11 @@ impl QpInner {
                 break;
             };
             *budget -= 1;
+            // Read before sending: the send moves the resource on (or ends it).
+            let replay = st.outgoing[slot].is_some_and(|o| o.replay);
             match self.send_response(st, slot) {
                 Ok(()) => {}
                 Err(psn) => {
-                    let replay = st.outgoing[slot].is_some_and(|o| o.replay);
                     st.outgoing[slot] = None;
                     if replay {
                         self.dev.tx.stats.inc(Counter::RxDrop);
