@@ -66,8 +66,9 @@ mod send;
 
 /// Send WQEs the requester holds at once (more wait in the SQ ring).
 pub(crate) const REQ_WQES: usize = 128;
-/// Responder resources (`max_dest_rd_atomic`) and requester reads/atomics in flight.
-pub(crate) const RESP_RES: usize = 16;
+/// Responder resources (`max_dest_rd_atomic`), as many as rxe has: a peer's rdma_cm may ask
+/// for its own device's limit (perftest on rxe asks for 128), and a QP refuses more.
+pub(crate) const RESP_RES: usize = 128;
 /// RDMA READs / ATOMICs the requester may have outstanding (`max_rd_atomic`).
 pub(crate) const MAX_RD_ATOMIC: usize = 128;
 /// Unacknowledged PSNs the requester may have in flight.
@@ -126,12 +127,71 @@ struct ReadCtx {
 }
 
 /// The responses of a responder resource (RDMA READ or ATOMIC) still to send.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Outgoing {
     /// The index of the next response packet.
     next: u32,
     /// Sent again for a duplicate request (which an MR no longer valid ends silently).
     replay: bool,
+}
+
+/// Per responder resource, the responses still to send; a bit per resource says which have
+/// some, so that finding the next one costs nothing when there are none.
+struct Outgoings {
+    slots: [Outgoing; RESP_RES],
+    pending: u128,
+}
+
+const _: () = assert!(RESP_RES <= 128, "one bit per resource in a u128");
+
+impl Outgoings {
+    const fn new() -> Self {
+        Self {
+            slots: [Outgoing {
+                next: 0,
+                replay: false,
+            }; RESP_RES],
+            pending: 0,
+        }
+    }
+
+    fn get(&self, slot: usize) -> Option<Outgoing> {
+        (slot < RESP_RES && self.pending & (1 << slot) != 0).then(|| self.slots[slot])
+    }
+
+    fn set(&mut self, slot: usize, o: Outgoing) {
+        if slot < RESP_RES {
+            self.slots[slot] = o;
+            self.pending |= 1 << slot;
+        }
+    }
+
+    fn clear(&mut self, slot: usize) {
+        if slot < RESP_RES {
+            self.pending &= !(1 << slot);
+        }
+    }
+
+    fn clear_all(&mut self) {
+        self.pending = 0;
+    }
+
+    fn any(&self) -> bool {
+        self.pending != 0
+    }
+
+    /// The resource slots with responses to send.
+    fn slots(&self) -> impl Iterator<Item = usize> {
+        let mut m = self.pending;
+        core::iter::from_fn(move || {
+            if m == 0 {
+                return None;
+            }
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            Some(i)
+        })
+    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -168,7 +228,7 @@ pub(crate) struct QpState {
     msg: MessageSequence,
     reads: KVec<Option<ReadCtx>>,
     /// Per responder resource: the responses still to send, oldest request first.
-    outgoing: [Option<Outgoing>; RESP_RES],
+    outgoing: Outgoings,
     /// An ACK or NAK decided while responses were still to send: it goes after them (responses
     /// and acknowledges leave in PSN order, or the requester takes a later ACK for a NAK of
     /// the READ before it).
@@ -388,7 +448,7 @@ impl QpInner {
                     write: None,
                     msg: MessageSequence::new(),
                     reads,
-                    outgoing: [None; RESP_RES],
+                    outgoing: Outgoings::new(),
                     held_ack: None,
                     sqd_notify: false,
                     ud_psn: Psn::new(0),
@@ -637,7 +697,7 @@ impl QpInner {
         for r in st.reads.iter_mut() {
             *r = None;
         }
-        st.outgoing = [None; RESP_RES];
+        st.outgoing.clear_all();
         st.held_ack = None;
         for o in st.ops.iter_mut() {
             *o = None;
@@ -654,7 +714,7 @@ impl QpInner {
         for r in st.reads.iter_mut() {
             *r = None;
         }
-        st.outgoing = [None; RESP_RES];
+        st.outgoing.clear_all();
         st.held_ack = None;
         for o in st.ops.iter_mut() {
             *o = None;
@@ -686,7 +746,7 @@ impl QpInner {
         st.recv = None;
         st.write = None;
         st.msg = MessageSequence::new();
-        st.outgoing = [None; RESP_RES];
+        st.outgoing.clear_all();
         st.held_ack = None;
         self.flush_queues(st);
         self.sq.clear_busy();

@@ -231,12 +231,13 @@ impl QpInner {
                 let Some(res) = st.resp.as_ref().and_then(|r| r.resource(slot)).copied() else {
                     return;
                 };
-                if let Some(o) = st.outgoing.get_mut(slot) {
-                    *o = Some(Outgoing {
+                st.outgoing.set(
+                    slot,
+                    Outgoing {
                         next: from.diff(res.first_psn).max(0) as u32,
                         replay: true,
-                    });
-                }
+                    },
+                );
             }
             ResponderAction::Drop => {}
         }
@@ -457,12 +458,7 @@ impl QpInner {
                 if let Some(r) = st.reads.get_mut(slot) {
                     *r = Some(ReadCtx { mr, access });
                 }
-                if let Some(o) = st.outgoing.get_mut(slot) {
-                    *o = Some(Outgoing {
-                        next: 0,
-                        replay: false,
-                    });
-                }
+                st.outgoing.set(slot, Outgoing::default());
                 Ok(())
             }
             Operation::CompareSwap | Operation::FetchAdd => {
@@ -485,12 +481,7 @@ impl QpInner {
                 if let Some(r) = st.resp.as_mut().and_then(|r| r.resource_mut(slot)) {
                     r.data = orig;
                 }
-                if let Some(o) = st.outgoing.get_mut(slot) {
-                    *o = Some(Outgoing {
-                        next: 0,
-                        replay: false,
-                    });
-                }
+                st.outgoing.set(slot, Outgoing::default());
                 Ok(())
             }
             _ => Err(inval),
@@ -530,7 +521,7 @@ impl QpInner {
     /// Sends an ACK or NAK now, or after the responses still to send (it acknowledges their
     /// PSNs too, so it must not overtake them).
     fn ack_in_order(&self, st: &mut QpState, a: Ack) {
-        if st.outgoing.iter().any(|o| o.is_some()) {
+        if st.outgoing.any() {
             st.held_ack = Some(a);
         } else {
             self.send_ack(st, &a);
@@ -554,11 +545,11 @@ impl QpInner {
             };
             *budget -= 1;
             // Read before sending: the send moves the resource on (or ends it).
-            let replay = st.outgoing[slot].is_some_and(|o| o.replay);
+            let replay = st.outgoing.get(slot).is_some_and(|o| o.replay);
             match self.send_response(st, slot) {
                 Ok(()) => {}
                 Err(psn) => {
-                    st.outgoing[slot] = None;
+                    st.outgoing.clear(slot);
                     if replay {
                         self.dev.tx.stats.inc(Counter::RxDrop);
                         continue;
@@ -572,7 +563,7 @@ impl QpInner {
                 }
             }
         }
-        if st.outgoing.iter().all(|o| o.is_none()) {
+        if !st.outgoing.any() {
             if let Some(a) = st.held_ack.take() {
                 self.send_ack(st, &a);
             }
@@ -583,10 +574,7 @@ impl QpInner {
     fn oldest_outgoing(&self, st: &QpState) -> Option<usize> {
         let resp = st.resp.as_ref()?;
         let mut best: Option<(usize, Psn)> = None;
-        for (slot, o) in st.outgoing.iter().enumerate() {
-            if o.is_none() {
-                continue;
-            }
+        for slot in st.outgoing.slots() {
             let Some(res) = resp.resource(slot) else {
                 continue;
             };
@@ -602,19 +590,17 @@ impl QpInner {
     /// allows it, nothing is sent and the PSN of the refused response is returned.
     fn send_response(&self, st: &mut QpState, slot: usize) -> Result<(), Psn> {
         let res = st.resp.as_ref().and_then(|r| r.resource(slot)).copied();
-        let (Some(res), Some(Some(o))) = (res, st.outgoing.get(slot).copied()) else {
-            if let Some(o) = st.outgoing.get_mut(slot) {
-                *o = None;
-            }
+        let (Some(res), Some(o)) = (res, st.outgoing.get(slot)) else {
+            st.outgoing.clear(slot);
             return Ok(());
         };
         let i = o.next;
         let done = i + 1 >= res.npsn;
-        st.outgoing[slot] = if done {
-            None
+        if done {
+            st.outgoing.clear(slot);
         } else {
-            Some(Outgoing { next: i + 1, ..o })
-        };
+            st.outgoing.set(slot, Outgoing { next: i + 1, ..o });
+        }
         let Some(path) = self.tx_path(st) else {
             return Ok(());
         };
