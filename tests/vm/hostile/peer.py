@@ -264,6 +264,38 @@ def main():
               flush=True)
         done += 1
 
+    # 8. A READ of 320 KiB (320 responses: more than the responder sends in one burst) with a
+    #    SEND right behind it: every response, with the MR's bytes, and the SEND's ACK only
+    #    after the last response (an acknowledge must not overtake the responses before it in
+    #    PSN order: the requester would take it for a NAK of the READ).
+    v = Victim(ctx, gid, peer_gid)
+    n = 320
+    big = Buf(n * 1024, 0x42)
+    mr = v.mr(big, e.IBV_ACCESS_REMOTE_READ)
+    rbuf = Buf(4096, 0)
+    rmr = v.mr(rbuf, e.IBV_ACCESS_LOCAL_WRITE)
+    keep += [v, big, mr, rbuf, rmr]
+    v.qp.post_recv(RecvWR(sg=[SGE(rbuf.addr, 1024, rmr.lkey)], num_sge=1))
+    inj.send(rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=(big.addr, mr.rkey, n * 1024)))
+    inj.send(rc(roce.RC_SEND_ONLY, v, RQ_PSN + n, ack_req=True, payload=b"\x77" * 64))
+    got = inj.recv_all(5)
+    resp = [p for p in got if p.opcode != roce.RC_ACKNOWLEDGE]
+    acks = [i for i, p in enumerate(got) if p.opcode == roce.RC_ACKNOWLEDGE]
+    if sorted(p.psn for p in resp) != list(range(RQ_PSN, RQ_PSN + n)) \
+            or any(p.payload != b"\x42" * 1024 or not p.icrc_ok for p in resp):
+        fail(f"READ of {n} KiB: {len(resp)} responses, PSNs "
+             f"{sorted(p.psn for p in resp)[:3]}..., or wrong bytes")
+    last = max(i for i, p in enumerate(got) if p.psn == RQ_PSN + n - 1)
+    if len(acks) != 1 or got[acks[0]].psn != RQ_PSN + n or roce.nak_code(got[acks[0]]) is not None:
+        fail(f"READ then SEND: acknowledges {[(got[i].psn, roce.nak_code(got[i])) for i in acks]}")
+    if acks[0] < last:
+        fail(f"READ then SEND: the SEND's ACK came before the READ's last response "
+             f"(packet {acks[0]} of {len(got)}, the last response {last})")
+    if rbuf.bytes(0, 64) != b"\x77" * 64:
+        fail("READ then SEND: the SEND's data is not in the receive buffer")
+    print(f"READ of {n} KiB then a SEND: all {n} responses, then the SEND's ACK", flush=True)
+    done += 1
+
     inj.close()
     print(f"peer: {done} scenarios ok")
 
