@@ -95,6 +95,15 @@ def report(t, out):
     w("  %-27s %s\n" % ("oxroce -> rxe send_lat p50", t.cell("mixed.ib_send_lat.p50", 2)))
     w("  %-27s %s   p99 %s\n" % ("UDP round trip / 2, p50", t.cell("udp.p50", 2), t.cell("udp.p99", 2)))
 
+    if any(k.startswith("nvme.") for k in t.vals):
+        w("\n-- NVMe over Fabrics, one VM: nvme-rdma host and nvmet-rdma target on one device\n")
+        w("   (through lo), a 256 MiB file on tmpfs, fio direct I/O, iodepth 16, one job\n")
+        w("  %-27s %-26s %-26s oxroce/rxe\n" % ("", "oxroce", "rxe"))
+        for label, k in [("128 KiB writes, MB/s", "write_128k"), ("128 KiB reads, MB/s", "read_128k"),
+                         ("4 KiB random reads, kIOPS", "randread_4k")]:
+            w("  %-27s %-26s %-26s %s\n" % (label, t.cell(f"nvme.oxroce.{k}", 2), t.cell(f"nvme.rxe.{k}", 2),
+                                            ratio(t.med(f"nvme.oxroce.{k}"), t.med(f"nvme.rxe.{k}"))))
+
     if any(k.startswith("2vm.") for k in t.vals):
         w("\n-- two VMs, 1 vCPU each, joined by virtio-net (QEMU socket link)\n")
         w("  %-27s %-26s %-26s oxroce/rxe\n" % ("", "oxroce", "rxe"))

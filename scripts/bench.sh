@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # make bench: oxroce, rxe, TCP and a UDP round trip side by side, on the bench kernel
 # (configs/bench.config), in two topologies:
-#   1. one VM (2 vCPUs), two network namespaces joined by veth (scripts/bench-guest.sh);
+#   1. one VM (2 vCPUs), two network namespaces joined by veth (scripts/bench-guest.sh), and
+#      NVMe over Fabrics over each device in a second run of that VM
+#      (scripts/bench-nvmeof-guest.sh);
 #   2. two VMs (1 vCPU each, their own kernels) joined by a virtio-net link
 #      (scripts/bench-2vm-guest.sh).
 # Every figure is the median of OX_BENCH_ROUNDS (5) interleaved rounds, with its range.
@@ -19,14 +21,26 @@ export OX_BENCH_ROUNDS=${OX_BENCH_ROUNDS:-5}
 env_args=(OX_BENCH_ROUNDS="$OX_BENCH_ROUNDS" OX_BENCH_QUICK="${OX_BENCH_QUICK:-0}"
 	OX_BENCH_SECONDS="${OX_BENCH_SECONDS:-3}")
 
-echo "bench: one VM, two namespaces ($OX_BENCH_ROUNDS rounds; QEMU/TCG, this takes a while)"
-rc=0
-"$OX_ROOT/scripts/vm-run" --variant "$variant" --timeout 5400 --out "$out/bench-1vm" -- \
-	env "${env_args[@]}" bash "$OX_ROOT/scripts/bench-guest.sh" >"$out/bench-1vm.log" 2>&1 || rc=$?
-cp "$out/bench-1vm/raw.txt" "$out/bench-raw-1vm.txt" 2>/dev/null || true
-[ "$rc" = 0 ] || { tail -20 "$out/bench-1vm.log"; echo "bench: the one-VM part FAILED (exit status $rc)"; exit "$rc"; }
+# one_vm NAME SCRIPT WHAT: one run of the bench VM (2 vCPUs) with SCRIPT; its raw results join
+# the report, and a failure ends the bench.
+raws=()
+one_vm() {
+	local name=$1 script=$2 what=$3 rc=0
+	echo "bench: $what"
+	"$OX_ROOT/scripts/vm-run" --variant "$variant" --timeout 5400 --out "$out/bench-$name" -- \
+		env "${env_args[@]}" bash "$OX_ROOT/scripts/$script" >"$out/bench-$name.log" 2>&1 || rc=$?
+	cp "$out/bench-$name/raw.txt" "$out/bench-raw-$name.txt" 2>/dev/null || true
+	if [ "$rc" != 0 ]; then
+		tail -20 "$out/bench-$name.log"
+		echo "bench: the $name part FAILED (exit status $rc)"
+		exit "$rc"
+	fi
+	raws+=("$out/bench-raw-$name.txt")
+}
 
-raws=("$out/bench-raw-1vm.txt")
+one_vm 1vm bench-guest.sh "one VM, two namespaces ($OX_BENCH_ROUNDS rounds; QEMU/TCG, this takes a while)"
+one_vm nvmeof bench-nvmeof-guest.sh "NVMe over Fabrics, one VM"
+
 if [ "${OX_BENCH_QUICK:-0}" != 1 ]; then
 	echo "bench: two VMs joined by virtio-net"
 	port=$((20000 + RANDOM % 20000))

@@ -23,6 +23,8 @@
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
+# shellcheck source=tests/vm/nvmeof/lib.sh
+. "$OX_ROOT/tests/vm/nvmeof/lib.sh"
 
 # fio under TCG: tens of seconds per run, more on a busy host. The debug kernel (KASAN,
 # lockdep) moves data about twenty times slower: it verifies a quarter of the data.
@@ -31,15 +33,11 @@ job_mib=32
 [[ $(uname -r) != *-debug ]] || job_mib=8
 
 NQN=oxrdma-test
-CFG=/sys/kernel/config/nvmet
 
 # A stalled I/O fails the test (fio's timeout) long before nvme's own I/O timeout resets the
 # controller, so that what is stuck can still be seen (the exit hook below prints it).
 modprobe nvme_core io_timeout=600 || fail "modprobe nvme_core"
-for m in nvmet nvmet_rdma nvme_rdma rdma_ucm; do
-	modprobe "$m" || fail "modprobe $m"
-done
-mountpoint -q /sys/kernel/config || mount -t configfs none /sys/kernel/config || fail "configfs"
+nvmeof_setup
 
 veth_root
 rdma_link_add oxt0 oxroce "$VETH_A"
@@ -55,52 +53,6 @@ diag() {
 }
 at_exit diag
 
-# The backing file on a tmpfs of its own: nvmet takes the namespace's block size from the file's
-# inode, and under an overlay (the VM's /tmp when the source tree is a clone in /tmp, as in
-# CI) that is 0 bits, which the host refuses (a namespace of 0 sectors).
-mkdir -p "$OX_TMP/ns" && mount -t tmpfs -o size=300M tmpfs "$OX_TMP/ns" || fail "tmpfs for the namespace"
-at_exit umount -l "$OX_TMP/ns"
-img=$OX_TMP/ns/ns1.img
-truncate -s 256M "$img"
-
-target_up() {
-	mkdir -p "$CFG/subsystems/$NQN/namespaces/1" "$CFG/ports/1"
-	echo 1 >"$CFG/subsystems/$NQN/attr_allow_any_host"
-	echo "$img" >"$CFG/subsystems/$NQN/namespaces/1/device_path"
-	echo 1 >"$CFG/subsystems/$NQN/namespaces/1/enable"
-	echo rdma >"$CFG/ports/1/addr_trtype"
-	echo ipv4 >"$CFG/ports/1/addr_adrfam"
-	echo "$VETH_A_IP4" >"$CFG/ports/1/addr_traddr"
-	echo 4420 >"$CFG/ports/1/addr_trsvcid"
-	ln -s "$CFG/subsystems/$NQN" "$CFG/ports/1/subsystems/$NQN"
-}
-
-target_down() {
-	rm -f "$CFG/ports/1/subsystems/$NQN"
-	rmdir "$CFG/ports/1" 2>/dev/null || true
-	if [ -d "$CFG/subsystems/$NQN" ]; then
-		echo 0 >"$CFG/subsystems/$NQN/namespaces/1/enable" || true
-		rmdir "$CFG/subsystems/$NQN/namespaces/1" "$CFG/subsystems/$NQN" || true
-	fi
-}
-at_exit target_down
-
-# The block device of the connected controller, once it shows up.
-NVME_DEV=
-_nvme_dev() {
-	local c
-	for c in /sys/class/nvme/nvme*; do
-		[ -e "$c/subsysnqn" ] && [ "$(<"$c/subsysnqn")" = "$NQN" ] || continue
-		[ "$(<"$c/state")" = live ] || continue
-		for b in "$c"/nvme*n1; do
-			[ -e "$b" ] || continue
-			NVME_DEV=/dev/${b##*/}
-			[ -b "$NVME_DEV" ] && return 0
-		done
-	done
-	return 1
-}
-
 connect() {
 	expect_ok nvme connect -t rdma -a "$VETH_A_IP4" -s 4420 -n "$NQN" -i 2 \
 		--ctrl-loss-tmo=5 --reconnect-delay=1
@@ -112,18 +64,6 @@ connect() {
 		fail "$NVME_DEV has 0 sectors after connecting"
 	fi
 	info "connected: $NVME_DEV ($(cat "/sys/block/${NVME_DEV#/dev/}/size") sectors)"
-}
-
-_nvme_has_size() {
-	[ "$(cat "/sys/block/${NVME_DEV#/dev/}/size")" != 0 ]
-}
-
-_no_controller() {
-	local c
-	for c in /sys/class/nvme/nvme*; do
-		[ -e "$c/subsysnqn" ] && [ "$(<"$c/subsysnqn")" = "$NQN" ] && return 1
-	done
-	return 0
 }
 
 _only_gsi() {
@@ -182,8 +122,8 @@ fio --name=load --filename="$NVME_DEV" --direct=1 --ioengine=libaio --iodepth=16
 fio_pid=$!
 sleep 3
 kill -0 "$fio_pid" || fail "fio ended early: $(cat "$OX_TMP/fio-load2.log")"
-rm "$CFG/ports/1/subsystems/$NQN"
-rmdir "$CFG/ports/1"
+rm "$NVMET_CFG/ports/1/subsystems/$NQN"
+rmdir "$NVMET_CFG/ports/1"
 # The host reconnects every second and gives up after ctrl_loss_tmo (5 s); then the I/O fails.
 wait_until 90 _ox_exited "$fio_pid" || fail "fio still running 90 s after the target went away"
 wait "$fio_pid" || true
