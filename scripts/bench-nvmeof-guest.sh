@@ -48,21 +48,31 @@ print("%.2f" % ((j["read"]["iops"] + j["write"]["iops"]) / 1000))' <<<"$EXPECT_O
 	info "$sys $test: $v $([ "$unit" = mbs ] && echo MB/s || echo kIOPS)"
 }
 
+# Packets the loopback device dropped so far (its backlog overflowing).
+lo_drops() {
+	awk '/^ *lo:/ { print $5 }' /proc/net/dev
+}
+
 # measure SYSTEM: a device of SYSTEM on the veth, the target, the host, three fio jobs, and
 # everything taken down again (the rxe module too: it holds port 4791 while loaded).
 measure() {
-	local sys=$1
+	local sys=$1 dev
 	case $sys in
-	oxroce) rdma_link_add oxt0 oxroce "$VETH_A";;
-	rxe) rxe_add rxe0 "$VETH_A";;
+	oxroce) dev=oxt0; rdma_link_add oxt0 oxroce "$VETH_A";;
+	rxe) dev=rxe0; rxe_add rxe0 "$VETH_A";;
 	esac
 	target_up
 	expect_ok nvme connect -t rdma -a "$VETH_A_IP4" -s 4420 -n "$NQN" -i 2
 	wait_until 30 _nvme_dev || fail "$sys: no live controller for $NQN"
 	wait_until 10 _nvme_has_size || fail "$sys: $NVME_DEV has 0 sectors"
+	local d0
+	d0=$(lo_drops)
 	fio_job "$sys" write_128k write 128k mbs
 	fio_job "$sys" read_128k read 128k mbs
 	fio_job "$sys" randread_4k randread 4k kiops
+	record "nvme.$sys.lo_drops" $(($(lo_drops) - d0))
+	info "$sys: lo dropped $(($(lo_drops) - d0)) packets; device counters:" \
+		"$(rdma statistic show link "$dev/1" 2>/dev/null | tr -s ' ' | cut -d' ' -f3- || true)"
 	expect_ok nvme disconnect -n "$NQN"
 	wait_until 30 _no_controller || fail "$sys: the controller stays after nvme disconnect"
 	target_down

@@ -103,6 +103,8 @@ def report(t, out):
                          ("4 KiB random reads, kIOPS", "randread_4k")]:
             w("  %-27s %-26s %-26s %s\n" % (label, t.cell(f"nvme.oxroce.{k}", 2), t.cell(f"nvme.rxe.{k}", 2),
                                             ratio(t.med(f"nvme.oxroce.{k}"), t.med(f"nvme.rxe.{k}"))))
+        w("  %-27s %-26s %-26s\n" % ("packets lo dropped (3 jobs)", t.cell("nvme.oxroce.lo_drops", 0),
+                                      t.cell("nvme.rxe.lo_drops", 0)))
 
     if any(k.startswith("2vm.") for k in t.vals):
         w("\n-- two VMs, 1 vCPU each, joined by virtio-net (QEMU socket link)\n")
