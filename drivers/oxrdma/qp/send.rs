@@ -176,11 +176,12 @@ impl QpInner {
             // A fenced WQE waits until everything before it (in particular RDMA READs and
             // ATOMICs, IBA 10.8.3.3) has completed; it stays in the ring meanwhile and the
             // completions that free the requester run the QP again. A local operation (REG_MR,
-            // LOCAL_INV) waits the same way: work before it may still use the MR it changes,
-            // and its completion must come after theirs.
+            // LOCAL_INV) is executed when it is taken, in order, like rxe and hardware do (work
+            // before it that still uses the MR it changes is the ULP's to fence), and completes
+            // after the work before it.
             let local = WrOpcode::from_u8(entry.wqe.opcode).is_some_and(|o| o.is_local());
             let idle = |st: &QpState| st.req.as_ref().map_or(true, |r| r.is_idle());
-            if (entry.wqe.flags & WQE_FLAG_FENCE != 0 || local) && !idle(st) {
+            if entry.wqe.flags & WQE_FLAG_FENCE != 0 && !idle(st) {
                 // Completions already acknowledged may be all that is in the way.
                 self.complete_sends(st);
                 if st.state != St::Rts || !idle(st) {
@@ -190,7 +191,7 @@ impl QpInner {
             st.sq_view.consume();
             took = true;
             if local {
-                self.local_op(st, entry);
+                self.local_op(st, idx, entry);
             } else {
                 self.post_one(st, idx, entry);
             }
@@ -313,8 +314,10 @@ impl QpInner {
         Ok(())
     }
 
-    /// Executes a local operation (the requester is idle): REG_MR or LOCAL_INV.
-    fn local_op(&self, st: &mut QpState, e: SendEntry) {
+    /// Executes a local operation, REG_MR or LOCAL_INV, and queues its completion behind the
+    /// work before it (in slot `idx` of the requester's operations). A failure is a local QP
+    /// operation error and moves the QP to the error state.
+    fn local_op(&self, st: &mut QpState, idx: usize, e: SendEntry) {
         let w = e.wqe;
         let v = w.validate_for(
             self.caps.max_send_sge as u8,
@@ -322,31 +325,52 @@ impl QpInner {
             self.kernel,
         );
         let mr = self.dev.mr_slot(w.rkey).ok_or(MrError::Key);
-        let done = match v.map(|v| v.opcode) {
-            Ok(WrOpcode::LocalInv) => mr.and_then(|m| m.invalidate(self.pdn, w.rkey)),
-            Ok(WrOpcode::RegMr) => mr.and_then(|m| {
-                m.register(self.pdn, w.rkey, w.imm_or_inv, w.remote_addr, w.compare_add)
-            }),
-            _ => Err(MrError::State),
+        let (opcode, done) = match v.map(|v| v.opcode) {
+            Ok(o @ WrOpcode::LocalInv) => (o, mr.and_then(|m| m.invalidate(self.pdn, w.rkey))),
+            Ok(o @ WrOpcode::RegMr) => (
+                o,
+                mr.and_then(|m| {
+                    m.register(self.pdn, w.rkey, w.imm_or_inv, w.remote_addr, w.compare_add)
+                }),
+            ),
+            _ => (WrOpcode::LocalInv, Err(MrError::State)),
         };
-        let status = match done {
-            Ok(()) => wc_status::SUCCESS,
-            Err(_) => wc_status::LOC_QP_OP_ERR,
-        };
-        if status != wc_status::SUCCESS || self.sig_all || w.flags & WQE_FLAG_SIGNALED != 0 {
+        let queued = st
+            .req
+            .as_mut()
+            .is_some_and(|r| r.post_local(st.next_seq).is_ok());
+        if !queued {
+            // No requester, or it refused (QP error): complete it here.
             self.send_cq.push(
                 &Cqe {
                     wr_id: w.wr_id,
-                    status,
-                    opcode: v.map_or(0, |v| wc_opcode_of(v.opcode)),
+                    status: wc_status::LOC_QP_OP_ERR,
+                    opcode: wc_opcode_of(opcode),
                     qp_num: self.qpn,
                     ..Default::default()
                 },
                 false,
                 &self.events,
             );
+            self.to_error(st, None);
+            return;
         }
-        if status != wc_status::SUCCESS {
+        st.next_seq += 1;
+        st.ops[idx] = Some(SendOp {
+            wr_id: w.wr_id,
+            opcode,
+            flags: w.flags,
+            imm_or_inv: 0,
+            remote_addr: 0,
+            rkey: w.rkey,
+            compare_add: 0,
+            swap: 0,
+            len: 0,
+            sges: e.sges,
+            inline: e.inline,
+            local_error: done.is_err().then_some(wc_status::LOC_QP_OP_ERR),
+        });
+        if done.is_err() {
             self.to_error(st, None);
         }
     }

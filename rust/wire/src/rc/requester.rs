@@ -279,6 +279,33 @@ impl<const N: usize> Requester<N> {
         Ok(first)
     }
 
+    /// Posts a local operation (a memory registration or invalidation, which
+    /// the caller has just executed, in order): it takes no PSN and is
+    /// finished at once, but completes, like every work request, only after
+    /// everything posted before it. Reported with `kind` [`OpKind::Send`] and
+    /// length 0; if the QP enters the error state before it completes, it
+    /// completes as [`RcError::Flushed`].
+    pub fn post_local(&mut self, wr_id: u64) -> Result<(), PostError> {
+        if self.error.is_some() {
+            return Err(PostError::QpError);
+        }
+        if self.count == N {
+            return Err(PostError::Full);
+        }
+        let slot = self.idx(self.count);
+        self.wqes[slot] = Wqe {
+            wr_id,
+            kind: OpKind::Send,
+            len: 0,
+            first_psn: self.next_psn,
+            npsn: 0,
+            next: self.next_psn,
+            done: Some(Status::Success),
+        };
+        self.count += 1;
+        Ok(())
+    }
+
     /// Takes the oldest finished work request, if it is finished; work
     /// requests complete strictly in posting order.
     pub fn poll_completion(&mut self) -> Option<Completion> {
@@ -431,8 +458,11 @@ impl<const N: usize> Requester<N> {
         let mut status = Status::Error(e);
         for i in 0..self.count {
             let s = self.idx(i);
-            if self.wqes[s].done.is_none() {
-                self.wqes[s].done = Some(status);
+            let w = &mut self.wqes[s];
+            // A local operation (no PSN) behind the failure is flushed like the rest.
+            let local_behind = w.npsn == 0 && status == Status::Error(RcError::Flushed);
+            if w.done.is_none() || local_behind {
+                w.done = Some(status);
                 status = Status::Error(RcError::Flushed);
             }
         }
@@ -569,5 +599,54 @@ mod tests {
         assert_eq!(drain(&mut r, 0), 1);
         assert_eq!(r.deadline(), None);
         assert_eq!(r.on_timer(u64::MAX), TimerAction::Nothing);
+    }
+
+    #[test]
+    fn local_operations_complete_in_order_and_flush_on_error() {
+        let mut r = Requester::<8>::new(CFG);
+        r.post(1, OpKind::Send, 100).unwrap();
+        r.post_local(2).unwrap();
+        r.post(3, OpKind::Send, 100).unwrap();
+        r.post_local(4).unwrap();
+        // The local operations take no PSN: the SENDs are back to back.
+        let a = r.next_packet(0).unwrap();
+        let b = r.next_packet(0).unwrap();
+        assert_eq!((a.wr_id, b.wr_id), (1, 3));
+        assert_eq!(b.psn, a.psn.next());
+        assert!(r.next_packet(0).is_none());
+        // Nothing completes before the first SEND does.
+        assert!(r.poll_completion().is_none());
+        let ack = super::super::completer::Response {
+            psn: a.psn,
+            kind: super::super::completer::ResponseKind::Ack {
+                syndrome: crate::headers::Syndrome::Ack { credit_code: 31 },
+                msn: 0,
+            },
+        };
+        r.on_response(0, &ack);
+        let c: [u64; 2] = [
+            r.poll_completion().unwrap().wr_id,
+            r.poll_completion().unwrap().wr_id,
+        ];
+        assert_eq!(c, [1, 2]);
+        assert!(r.poll_completion().is_none());
+        // The QP fails: the second SEND fails and the local operation behind it is flushed.
+        r.flush();
+        let c3 = r.poll_completion().unwrap();
+        let c4 = r.poll_completion().unwrap();
+        assert_eq!((c3.wr_id, c3.status), (3, Status::Error(RcError::Flushed)));
+        assert_eq!((c4.wr_id, c4.status), (4, Status::Error(RcError::Flushed)));
+        assert!(r.is_idle());
+    }
+
+    #[test]
+    fn a_local_operation_needs_room_and_a_live_qp() {
+        let mut r = Requester::<2>::new(CFG);
+        r.post_local(1).unwrap();
+        r.post_local(2).unwrap();
+        assert_eq!(r.post_local(3), Err(PostError::Full));
+        assert_eq!(r.poll_completion().map(|c| c.wr_id), Some(1));
+        r.flush();
+        assert_eq!(r.post_local(4), Err(PostError::QpError));
     }
 }
