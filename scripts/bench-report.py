@@ -27,7 +27,8 @@ def load(paths):
                 v = float(f[2])
             except ValueError:
                 continue
-            if not math.isnan(v):
+            # perftest prints inf for a latency it could not measure: no figure, not a win.
+            if math.isfinite(v):
                 vals[f[1]].append(v)
     return vals
 
