@@ -231,13 +231,15 @@ impl QpInner {
                 let Some(res) = st.resp.as_ref().and_then(|r| r.resource(slot)).copied() else {
                     return;
                 };
-                st.outgoing.set(
-                    slot,
-                    Outgoing {
-                        next: from.diff(res.first_psn).max(0) as u32,
-                        replay: true,
-                    },
-                );
+                let next = from.diff(res.first_psn).max(0) as u32;
+                // A duplicate READ asks again for (part of) the original: the same R_Key and a
+                // range inside the original's. Any other RETH is not a retransmission and gets
+                // no data (rxe drops it too).
+                if res.kind == OpKind::Read && !self.same_read(st, slot, pkt.headers.reth) {
+                    self.dev.tx.stats.inc(Counter::RxDrop);
+                    return;
+                }
+                st.outgoing.set(slot, Outgoing { next, replay: true });
             }
             ResponderAction::Drop => {}
         }
@@ -516,6 +518,21 @@ impl QpInner {
         let mr = self.dev.mr_slot(rkey).ok_or(MrError::Key)?;
         mr.check(&a, op)?;
         Ok((mr, a))
+    }
+
+    /// Whether `reth`, of a duplicate of the READ in `slot`, asks for part of that READ: the
+    /// same key, a range inside the original's.
+    fn same_read(&self, st: &QpState, slot: usize, reth: Option<Reth>) -> bool {
+        let (Some(reth), Some(Some(rd))) = (reth, st.reads.get(slot)) else {
+            return false;
+        };
+        let (Some(end), Some(orig_end)) = (
+            reth.va.checked_add(u64::from(reth.dma_len)),
+            rd.access.va.checked_add(rd.access.len),
+        ) else {
+            return false;
+        };
+        reth.rkey == rd.access.key && reth.va >= rd.access.va && end <= orig_end
     }
 
     /// Sends an ACK or NAK now, or after the responses still to send (it acknowledges their

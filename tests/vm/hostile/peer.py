@@ -173,13 +173,14 @@ def main():
     v = Victim(ctx, gid, peer_gid)
     mr = v.mr(secret, e.IBV_ACCESS_REMOTE_READ)
     keep += [v]
-    read = rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=(secret.addr, mr.rkey, 2048))
+    rkey = mr.rkey
+    read = rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=(secret.addr, rkey, 2048))
     inj.send(read)
     if len([p for p in inj.recv_all(2) if p.payload]) != 2:
         fail("READ before dereg (2)")
     mr.close()
     inj.send(rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN + 1,
-                reth=(secret.addr + 1024, 0, 1024)))
+                reth=(secret.addr + 1024, rkey, 1024)))
     expect_silence(inj, "partial duplicate READ after dereg_mr")
     if qp_state(v.qp) != e.IBV_QPS_RTS:
         fail(f"partial duplicate READ after dereg_mr: the QP left RTS ({qp_state(v.qp)})")
@@ -294,6 +295,30 @@ def main():
     if rbuf.bytes(0, 64) != b"\x77" * 64:
         fail("READ then SEND: the SEND's data is not in the receive buffer")
     print(f"READ of {n} KiB then a SEND: all {n} responses, then the SEND's ACK", flush=True)
+    done += 1
+
+    # 9. A duplicate READ whose RETH is not (part of) the original's (another address, a longer
+    #    length): not a retransmission, no data, the QP stays up; the original's own
+    #    duplicate is then answered.
+    v = Victim(ctx, gid, peer_gid)
+    src = Buf(8192, 0x3d)
+    mr = v.mr(src, e.IBV_ACCESS_REMOTE_READ)
+    keep += [v, src, mr]
+    read = rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=(src.addr, mr.rkey, 1024))
+    inj.send(read)
+    if len([p for p in inj.recv_all(2) if p.payload]) != 1:
+        fail("READ before the forged duplicates")
+    for what, reth in (("another address", (src.addr + 4096, mr.rkey, 1024)),
+                       ("a longer length", (src.addr, mr.rkey, 8192))):
+        inj.send(rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=reth))
+        expect_silence(inj, f"duplicate READ with {what}")
+    if qp_state(v.qp) != e.IBV_QPS_RTS:
+        fail(f"forged duplicate READs: the QP left RTS ({qp_state(v.qp)})")
+    inj.send(read)
+    got = [p for p in inj.recv_all(2) if p.payload]
+    if len(got) != 1 or got[0].payload != src.bytes(0, 1024):
+        fail(f"the original's duplicate after the forged ones: {[str(p) for p in got]}")
+    print("duplicate READ with another RETH: no data; the real duplicate answered", flush=True)
     done += 1
 
     inj.close()
