@@ -51,6 +51,12 @@ bw() {
 	row=$(grep -E "^[[:space:]]*$size[[:space:]]" <<<"$PAIR_CLIENT_OUT" | tail -1) ||
 		fail "$sys $tool $size$tag: no result row: $PAIR_CLIENT_OUT"
 	mbs=$(awk '{print $4}' <<<"$row")
+	# ib_send_bw -D now and then reports 0.00 on the sending side (seen with rxe and with
+	# oxroce); the receiving side counted what arrived: take its row then.
+	if awk -v m="$mbs" 'BEGIN { exit !(m == 0) }'; then
+		row=$(grep -E "^[[:space:]]*$size[[:space:]]" <<<"$PAIR_SERVER_OUT" | tail -1) || true
+		[ -z "$row" ] || mbs=$(awk '{print $4}' <<<"$row")
+	fi
 	busy=$((j1 - j0))
 	record "$sys.$tool.$size$tag" "$mbs"
 	# CPU seconds (USER_HZ jiffies / 100) per 2^30 bytes moved in DUR seconds.
