@@ -180,9 +180,9 @@ impl NetDevice {
 
     fn mc_group(&self, group: IpGroup, join: bool) -> Result {
         let ret = match group {
-            // SAFETY: the device is allocated (type invariant); the helper takes the RTNL
-            // itself (the caller does not hold it) and reads the device's IPv4 configuration
-            // under it.
+            // The caller does not hold the RTNL: the helper takes it.
+            // SAFETY: the device is allocated (type invariant); the helper reads the device's
+            // IPv4 configuration under the RTNL.
             IpGroup::V4(a) => unsafe {
                 bindings::oxrdma_ip_mc_group(self.as_raw(), u32::from_ne_bytes(a), join)
             },

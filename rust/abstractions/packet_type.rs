@@ -50,10 +50,10 @@ impl<T: EtherTypeReceiver> EtherTypeHandler<T> {
     pub fn register(ethertype: u16, receiver: Arc<T>) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             pt <- Opaque::ffi_init(move |pt: *mut bindings::packet_type| {
-                // SAFETY: `pt` points to the handler's own, pinned, not yet initialised
-                // `packet_type`: zeroed (no device: all devices; no list function), then the
-                // type and the function set, it is valid to register. It stays registered
-                // until `drop` removes it (type invariant).
+                // Zeroed: no device (all devices), no list function. INVARIANT: registered
+                // until `drop` removes it.
+                // SAFETY: `pt` is the handler's own pinned, uninitialised `packet_type`; zeroed,
+                // with the type and the function set, it is valid to register.
                 unsafe {
                     pt.write(core::mem::zeroed());
                     (*pt).type_ = ethertype.to_be();

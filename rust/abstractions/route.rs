@@ -103,9 +103,8 @@ impl Route {
         flowlabel: u32,
     ) -> Result<Route> {
         let mut out = [0u8; 16];
-        // SAFETY: `dev` is valid for the call (type invariant of `NetDevice`), which keeps its
-        // namespace alive; the address buffers are 16 bytes each, as the helper reads and
-        // writes.
+        // SAFETY: `dev` is valid for the call (`NetDevice` invariant), keeping its namespace
+        // alive; the address buffers are the 16 bytes each the helper reads and writes.
         let dst = unsafe {
             bindings::oxrdma_route_v6(
                 dev.as_raw(),

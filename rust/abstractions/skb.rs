@@ -105,9 +105,8 @@ impl Skb {
     /// The packet bytes, for the driver to write the whole IP packet.
     pub fn data_mut(&mut self) -> &mut [u8] {
         let len = self.len();
-        // SAFETY: the skb is linear and owned, so `data[..len]` is initialised memory that only
-        // this value accesses (type invariant); `&mut self` makes this the only access for the
-        // borrow.
+        // SAFETY: linear and owned, `data[..len]` is initialised memory only this value
+        // accesses (type invariant); `&mut self` makes this the only access for the borrow.
         unsafe {
             core::slice::from_raw_parts_mut(bindings::oxrdma_skb_data(self.ptr.as_ptr()), len)
         }
@@ -155,9 +154,9 @@ impl Skb {
     pub fn xmit_link(self, dev: &NetDevice, ethertype: u16, dmac: &[u8; 6]) -> Result {
         let skb = self.into_raw();
         let (nd, mac) = (dev.as_raw(), dmac.as_ptr());
-        // SAFETY: `skb` is an owned linear skb with `LL_RESERVED_SPACE(dev)` of headroom for
-        // the header (type invariant, `alloc_tx` for this device), which moves to the stack
-        // here; `dev` is a valid device and `dmac` 6 readable bytes for the call.
+        // The skb has `LL_RESERVED_SPACE(dev)` of headroom (`alloc_tx` for this device).
+        // SAFETY: `skb` is owned and linear (type invariant) and moves to the stack here, with
+        // headroom for the header (above); `dev` is valid and `dmac` 6 readable bytes.
         let ret = unsafe { bindings::oxrdma_skb_link_out(skb, nd, ethertype, mac) };
         match ret {
             0 => Ok(()),

@@ -58,9 +58,9 @@ impl<T> GlobalMutex<T> {
                 .compare_exchange(UNINIT, INIT, Ordering::Acquire, Ordering::Acquire)
             {
                 Ok(_) => {
-                    // SAFETY: this caller alone moved the state out of `UNINIT`, so it alone
-                    // initialises the mutex, which lives in a `static` and never moves; the
-                    // key is in the same static, as lockdep requires of class keys.
+                    // The key is in the same static, as lockdep requires of class keys.
+                    // SAFETY: only this caller moved the state out of `UNINIT`, so it alone
+                    // initialises the mutex, which lives in a `static` and never moves.
                     unsafe {
                         kernel::bindings::__mutex_init(
                             self.mutex.get(),

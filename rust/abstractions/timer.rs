@@ -130,9 +130,9 @@ impl<T: TimerHandler> Timer<T> {
 ///
 /// Called by the timer core for a timer set up by `Timer::<T>::new`.
 unsafe extern "C" fn expired<T: TimerHandler>(t: *mut bindings::timer_list) {
-    // SAFETY: `raw` is the first field of a `Timer<T>` (`Opaque` is transparent); the timer
-    // was pending, so it owned a reference to `owner` (type invariant), which keeps the owner
-    // and the timer in it alive; that reference moves here.
+    // The timer was pending, so it owned a reference to `owner` (type invariant), which keeps
+    // the owner and the timer in it alive. `raw` is the first field (`Opaque` is transparent).
+    // SAFETY: `t` is the `raw` of a live `Timer<T>`; its pending reference moves here.
     let owner = unsafe { Arc::from_raw((*t.cast::<Timer<T>>()).owner.as_ptr()) };
     T::expired(owner.as_arc_borrow());
     // Dropping the last reference frees the object, timer included, inside its own expiry,

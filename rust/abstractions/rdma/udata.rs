@@ -95,9 +95,10 @@ impl<'a> UserCall<'a> {
     /// response). The mapping is withdrawn when the object is destroyed.
     pub fn map_ring(&mut self, ring: &Arc<RingBuf>) -> Result<u64> {
         self.maps.reserve(1, GFP_KERNEL)?;
-        // SAFETY: the context is live during the call (type invariant); the entry is kept in
-        // `maps`, which the adapter moves into the object, destroyed before the context (or
-        // drops at once when the create fails).
+        // The entry is kept in `maps`, which the adapter moves into the object (destroyed
+        // before the context), or which drops at once when the create fails.
+        // SAFETY: the context is live during the call (type invariant) and outlives the entry
+        // (above).
         let (entry, offset) = unsafe { MmapEntry::insert(self.uctx.as_ptr(), ring)? };
         // Room was reserved above.
         let _ = self.maps.push(entry, GFP_KERNEL);
