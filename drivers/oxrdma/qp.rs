@@ -75,14 +75,13 @@ pub(crate) const MAX_RD_ATOMIC: usize = 128;
 const WINDOW: u32 = 256;
 /// The responder acknowledges at least every this many packets.
 const ACK_EVERY: u32 = 16;
-/// Packets a QP sends in one go (one READ's responses, a window of requests) before it lets
+/// Packets a QP sends in one pass (one READ's responses, a window of requests) before it lets
 /// the lock go, and with it softirqs and other QPs; what is left goes on in the next pass.
 /// Smaller bursts measured worse over loopback (NVMe-oF: several times the drops at 16 and 32
 /// packets, more continuing from the work item).
-const SOFTIRQ_BURST: u32 = WINDOW;
-/// The burst of one pass in process context.
-const PROCESS_BURST: u32 = WINDOW;
-/// Passes of one run in process context before the rest goes back to the work item.
+const BURST: u32 = WINDOW;
+/// Passes of one run in process context before the rest goes back to the work item (from
+/// softirq context a run is one pass).
 const PROCESS_PASSES: u32 = 8;
 
 /// A posted send WQE the requester works on.
@@ -463,20 +462,20 @@ impl QpInner {
     /// Runs the send side now (any context but hard interrupt): takes new WQEs, handles the
     /// deadlines, transmits, completes; sets the timer for the next deadline.
     pub(crate) fn run(self: &Arc<Self>) {
-        self.run_passes(PROCESS_PASSES, PROCESS_BURST);
+        self.run_passes(PROCESS_PASSES);
     }
 
-    /// [`QpInner::run`] from softirq context: one burst, the rest from the work item.
+    /// [`QpInner::run`] from softirq context: one pass, the rest from the work item.
     pub(crate) fn run_softirq(self: &Arc<Self>) {
-        self.run_passes(1, SOFTIRQ_BURST);
+        self.run_passes(1);
     }
 
-    /// Up to `passes` passes of the send side, `burst` packets each; softirqs (which drain the
-    /// receive backlogs of local peers) can run between passes.
-    fn run_passes(self: &Arc<Self>, passes: u32, burst: u32) {
+    /// Up to `passes` passes of the send side, [`BURST`] packets each; softirqs (which drain
+    /// the receive backlogs of local peers) can run between passes.
+    fn run_passes(self: &Arc<Self>, passes: u32) {
         for _ in 0..passes {
             let now = now_us();
-            let mut budget = burst;
+            let mut budget = BURST;
             if let Some(d) = self.service(now, &mut budget) {
                 self.timer.arm_earlier_us(self, d.saturating_sub(now));
             }

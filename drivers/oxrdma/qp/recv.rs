@@ -74,7 +74,7 @@ impl QpInner {
         } else {
             self.on_request(&mut st, pkt, bytes);
             // READ responses and atomic acknowledges: a burst here, the rest from the work item.
-            let mut budget = SOFTIRQ_BURST;
+            let mut budget = BURST;
             self.respond(&mut st, &mut budget);
             if budget == 0 {
                 drop(st);
@@ -593,7 +593,7 @@ impl QpInner {
         let mut best: Option<(usize, Psn)> = None;
         for slot in st.outgoing.slots() {
             let Some(res) = resp.resource(slot) else {
-                continue;
+                return Some(slot); // nothing to send: `send_response` forgets it
             };
             if best.map_or(true, |(_, p)| res.first_psn.is_before(p)) {
                 best = Some((slot, res.first_psn));

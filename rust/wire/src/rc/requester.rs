@@ -252,31 +252,42 @@ impl<const N: usize> Requester<N> {
     /// Posts a work request of `kind` with `len` bytes (for an ATOMIC, its
     /// length is only reported back); returns its first PSN.
     pub fn post(&mut self, wr_id: u64, kind: OpKind, len: u32) -> Result<Psn, PostError> {
-        if self.error.is_some() {
-            return Err(PostError::QpError);
-        }
-        if self.count == N {
-            return Err(PostError::Full);
-        }
+        self.check_room()?;
         let npsn = psns_for(kind, len, self.cfg.pmtu);
         let posted = self.next_psn.diff(self.una) as u32;
         if posted.saturating_add(npsn) >= MAX_POSTED_PSNS {
             return Err(PostError::TooLong);
         }
         let first = self.next_psn;
+        self.push(wr_id, kind, len, npsn, None);
+        self.next_psn = first.add(npsn as i32);
+        Ok(first)
+    }
+
+    /// Whether a work request may be posted now: the QP is not in error and there is room.
+    fn check_room(&self) -> Result<(), PostError> {
+        if self.error.is_some() {
+            Err(PostError::QpError)
+        } else if self.count == N {
+            Err(PostError::Full)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Appends a work request starting at the next PSN (after [`Self::check_room`]).
+    fn push(&mut self, wr_id: u64, kind: OpKind, len: u32, npsn: u32, done: Option<Status>) {
         let slot = self.idx(self.count);
         self.wqes[slot] = Wqe {
             wr_id,
             kind,
             len,
-            first_psn: first,
+            first_psn: self.next_psn,
             npsn,
-            next: first,
-            done: None,
+            next: self.next_psn,
+            done,
         };
         self.count += 1;
-        self.next_psn = first.add(npsn as i32);
-        Ok(first)
     }
 
     /// Posts a local operation (a memory registration or invalidation, which
@@ -286,23 +297,8 @@ impl<const N: usize> Requester<N> {
     /// length 0; if the QP enters the error state before it completes, it
     /// completes as [`RcError::Flushed`].
     pub fn post_local(&mut self, wr_id: u64) -> Result<(), PostError> {
-        if self.error.is_some() {
-            return Err(PostError::QpError);
-        }
-        if self.count == N {
-            return Err(PostError::Full);
-        }
-        let slot = self.idx(self.count);
-        self.wqes[slot] = Wqe {
-            wr_id,
-            kind: OpKind::Send,
-            len: 0,
-            first_psn: self.next_psn,
-            npsn: 0,
-            next: self.next_psn,
-            done: Some(Status::Success),
-        };
-        self.count += 1;
+        self.check_room()?;
+        self.push(wr_id, OpKind::Send, 0, 0, Some(Status::Success));
         Ok(())
     }
 
