@@ -37,6 +37,7 @@ pub mod wire {
     pub mod headers;
     pub mod icrc;
     pub mod ip;
+    pub mod iwarp;
     pub mod link;
     pub mod opcode;
     pub mod packet;

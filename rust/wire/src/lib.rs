@@ -5,7 +5,8 @@
 //! Pure, `no_std`, allocation-free and dependency-free code for the wire
 //! formats used by the soft RDMA provider: checksums, InfiniBand packet
 //! sequence numbers, the IBA transport headers and opcodes, packet parsing and
-//! building, and the RoCE ICRC.
+//! building, and the RoCE ICRC; and the iWARP layers (MPA framing, DDP segments,
+//! RDMAP messages).
 //!
 //! The module files under `src/` are also compiled directly into the kernel
 //! module, which includes each of them with
@@ -28,6 +29,7 @@ pub mod grh;
 pub mod headers;
 pub mod icrc;
 pub mod ip;
+pub mod iwarp;
 pub mod link;
 pub mod opcode;
 pub mod packet;

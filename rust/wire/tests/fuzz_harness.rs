@@ -8,25 +8,8 @@
 
 include!("../fuzz/harness.rs");
 
-/// A small deterministic PRNG (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
-}
+mod common;
+use common::Rng;
 
 /// The IP packets of the fixtures (Ethernet stripped, trimmed to the IP length).
 fn fixture_ip_packets() -> Vec<Vec<u8>> {

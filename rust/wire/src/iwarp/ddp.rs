@@ -1,0 +1,938 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! DDP (RFC 5041) segment headers and the RDMAP (RFC 5040) messages they carry.
+//!
+//! Every ULPDU that MPA frames starts with the 16-bit DDP/RDMAP control field:
+//!
+//! ```text
+//!  byte 0 (DDP):   T (0x80, tagged) | L (0x40, last) | reserved (0x3c) | DDP version (0x03)
+//!  byte 1 (RDMAP): RDMAP version (0xc0) | reserved (0x30) | opcode (0x0f)
+//! ```
+//!
+//! followed by the tagged buffer header (STag 4, tagged offset 8) or the untagged one (a 32-bit
+//! field that is reserved or, for send with invalidate, the STag to invalidate; queue number,
+//! message sequence number and message offset, 4 each). An RDMA read request carries 28 more
+//! bytes of RDMAP header in its untagged payload; a terminate message 4 bytes of terminate
+//! control followed by the headers of the segment it terminates.
+//!
+//! [`parse`] reads and checks such a header and returns, on any error, the [`TermCode`] a
+//! terminate message reports for it; [`Segment::write`] builds one. All fields are big endian.
+//!
+//! This file is self-contained: it is compiled both as a module of the `oxrdma-wire` crate and,
+//! via `#[path]`, as a module of the kernel crate.
+
+use core::fmt;
+
+/// The DDP version of RFC 5041.
+pub const DDP_VERSION: u8 = 1;
+/// The RDMAP version of RFC 5040.
+pub const RDMAP_VERSION: u8 = 1;
+
+/// Bytes of the control field.
+pub const CTRL_LEN: usize = 2;
+/// Bytes of a tagged segment's header: control, STag, tagged offset.
+pub const TAGGED_HDR_LEN: usize = 14;
+/// Bytes of an untagged segment's header: control, reserved or invalidate STag, QN, MSN, MO.
+pub const UNTAGGED_HDR_LEN: usize = 18;
+/// Bytes of the RDMAP read request header that follows the untagged header.
+pub const READ_REQUEST_LEN: usize = 28;
+/// Bytes of the terminate control word that follows the untagged header of a terminate.
+pub const TERMINATE_CTRL_LEN: usize = 4;
+/// The longest header [`parse`] reads (a read request).
+pub const MAX_HDR_LEN: usize = UNTAGGED_HDR_LEN + READ_REQUEST_LEN;
+
+/// DDP control byte: tagged buffer model.
+const DDP_TAGGED: u8 = 0x80;
+/// DDP control byte: last segment of the message.
+const DDP_LAST: u8 = 0x40;
+/// DDP control byte: the version bits.
+const DDP_VERSION_MASK: u8 = 0x03;
+/// RDMAP control byte: the version bits.
+const RDMAP_VERSION_SHIFT: u8 = 6;
+/// RDMAP control byte: the opcode bits.
+const RDMAP_OPCODE_MASK: u8 = 0x0f;
+
+/// Untagged queue of send messages.
+pub const QN_SEND: u32 = 0;
+/// Untagged queue of RDMA read requests.
+pub const QN_READ_REQUEST: u32 = 1;
+/// Untagged queue of terminate messages.
+pub const QN_TERMINATE: u32 = 2;
+
+/// An RDMAP opcode (RFC 5040, section 4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Opcode {
+    /// RDMA write, tagged.
+    Write = 0,
+    /// RDMA read request, untagged queue 1.
+    ReadRequest = 1,
+    /// RDMA read response, tagged.
+    ReadResponse = 2,
+    /// Send, untagged queue 0.
+    Send = 3,
+    /// Send with invalidate.
+    SendInvalidate = 4,
+    /// Send with solicited event.
+    SendSe = 5,
+    /// Send with solicited event and invalidate.
+    SendSeInvalidate = 6,
+    /// Terminate, untagged queue 2.
+    Terminate = 7,
+}
+
+impl Opcode {
+    /// The opcode of the low four bits of `bits`, if RFC 5040 defines it.
+    pub const fn from_bits(bits: u8) -> Option<Self> {
+        Some(match bits & RDMAP_OPCODE_MASK {
+            0 => Self::Write,
+            1 => Self::ReadRequest,
+            2 => Self::ReadResponse,
+            3 => Self::Send,
+            4 => Self::SendInvalidate,
+            5 => Self::SendSe,
+            6 => Self::SendSeInvalidate,
+            7 => Self::Terminate,
+            _ => return None,
+        })
+    }
+
+    /// Whether the opcode's messages use the tagged buffer model.
+    pub const fn is_tagged(self) -> bool {
+        matches!(self, Self::Write | Self::ReadResponse)
+    }
+
+    /// Whether the opcode is one of the four sends.
+    pub const fn is_send(self) -> bool {
+        matches!(
+            self,
+            Self::Send | Self::SendInvalidate | Self::SendSe | Self::SendSeInvalidate
+        )
+    }
+
+    /// Whether the opcode carries an STag to invalidate.
+    pub const fn invalidates(self) -> bool {
+        matches!(self, Self::SendInvalidate | Self::SendSeInvalidate)
+    }
+
+    /// Whether the opcode asks for a solicited event.
+    pub const fn solicited(self) -> bool {
+        matches!(self, Self::SendSe | Self::SendSeInvalidate)
+    }
+
+    /// The untagged queue of the opcode's messages (`None` for tagged ones).
+    pub const fn queue(self) -> Option<u32> {
+        match self {
+            Self::Write | Self::ReadResponse => None,
+            Self::ReadRequest => Some(QN_READ_REQUEST),
+            Self::Terminate => Some(QN_TERMINATE),
+            _ => Some(QN_SEND),
+        }
+    }
+
+    /// Bytes of the header of a segment of this opcode, control field included.
+    pub const fn header_len(self) -> usize {
+        match self {
+            Self::Write | Self::ReadResponse => TAGGED_HDR_LEN,
+            Self::ReadRequest => UNTAGGED_HDR_LEN + READ_REQUEST_LEN,
+            Self::Terminate => UNTAGGED_HDR_LEN + TERMINATE_CTRL_LEN,
+            _ => UNTAGGED_HDR_LEN,
+        }
+    }
+}
+
+/// Where a segment's payload goes: the DDP part of its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// Tagged buffer model: straight into the buffer the STag names, at the tagged offset.
+    Tagged {
+        /// The STag of the data sink.
+        stag: u32,
+        /// The tagged offset of the segment's first payload byte.
+        to: u64,
+    },
+    /// Untagged buffer model: into the buffer the receiver queued for message `msn` of
+    /// queue `qn`, at offset `mo`.
+    Untagged {
+        /// Queue number: [`QN_SEND`], [`QN_READ_REQUEST`] or [`QN_TERMINATE`].
+        qn: u32,
+        /// Message sequence number, counted per queue from 1.
+        msn: u32,
+        /// Message offset of the segment's first payload byte.
+        mo: u32,
+        /// The STag to invalidate (send with invalidate; the reserved field otherwise).
+        inv_stag: u32,
+    },
+}
+
+/// The RDMAP read request header (RFC 5040, section 4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ReadRequest {
+    /// STag of the requester's buffer the response is written into.
+    pub sink_stag: u32,
+    /// Tagged offset in that buffer.
+    pub sink_to: u64,
+    /// Bytes to read.
+    pub size: u32,
+    /// STag of the responder's buffer read from.
+    pub source_stag: u32,
+    /// Tagged offset in that buffer.
+    pub source_to: u64,
+}
+
+/// The layer a terminate message blames (RFC 5040, section 4.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Layer {
+    /// RDMAP.
+    Rdmap = 0,
+    /// DDP.
+    Ddp = 1,
+    /// The lower layer protocol: MPA.
+    Llp = 2,
+}
+
+/// What a terminate message reports: layer, error type and error code (RFC 5040 section 7,
+/// RFC 5041 section 7, RFC 5044 section 8 and RFC 6581).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TermCode {
+    /// The layer that found the error.
+    pub layer: Layer,
+    /// The error type (4 bits).
+    pub etype: u8,
+    /// The error code.
+    pub ecode: u8,
+}
+
+impl TermCode {
+    /// RDMAP, remote protection error: invalid STag.
+    pub const RDMAP_INVALID_STAG: Self = Self::rdmap(1, 0x00);
+    /// RDMAP, remote protection error: base or bounds violation.
+    pub const RDMAP_BASE_BOUNDS: Self = Self::rdmap(1, 0x01);
+    /// RDMAP, remote protection error: access rights violation.
+    pub const RDMAP_ACCESS: Self = Self::rdmap(1, 0x02);
+    /// RDMAP, remote protection error: STag not associated with the RDMAP stream.
+    pub const RDMAP_STAG_NOT_ASSOCIATED: Self = Self::rdmap(1, 0x03);
+    /// RDMAP, remote protection error: tagged offset wrap.
+    pub const RDMAP_TO_WRAP: Self = Self::rdmap(1, 0x04);
+    /// RDMAP, remote operation error: invalid RDMAP version.
+    pub const RDMAP_VERSION: Self = Self::rdmap(2, 0x05);
+    /// RDMAP, remote operation error: unexpected opcode.
+    pub const RDMAP_OPCODE: Self = Self::rdmap(2, 0x06);
+    /// RDMAP, remote operation error: catastrophic error, localized to this stream.
+    pub const RDMAP_CATASTROPHIC_STREAM: Self = Self::rdmap(2, 0x07);
+    /// RDMAP, remote operation error: the STag cannot be invalidated.
+    pub const RDMAP_CANNOT_INVALIDATE: Self = Self::rdmap(2, 0x09);
+    /// RDMAP, catastrophic error, unspecified.
+    pub const RDMAP_CATASTROPHIC: Self = Self::rdmap(0, 0xff);
+    /// DDP, tagged buffer error: invalid STag.
+    pub const DDP_T_INVALID_STAG: Self = Self::ddp(1, 0x00);
+    /// DDP, tagged buffer error: base or bounds violation.
+    pub const DDP_T_BASE_BOUNDS: Self = Self::ddp(1, 0x01);
+    /// DDP, tagged buffer error: STag not associated with the stream.
+    pub const DDP_T_STAG_NOT_ASSOCIATED: Self = Self::ddp(1, 0x02);
+    /// DDP, tagged buffer error: tagged offset wrap.
+    pub const DDP_T_TO_WRAP: Self = Self::ddp(1, 0x03);
+    /// DDP, tagged buffer error: invalid DDP version.
+    pub const DDP_T_VERSION: Self = Self::ddp(1, 0x04);
+    /// DDP, untagged buffer error: invalid queue number.
+    pub const DDP_UT_INVALID_QN: Self = Self::ddp(2, 0x01);
+    /// DDP, untagged buffer error: invalid MSN, no buffer available.
+    pub const DDP_UT_NO_BUFFER: Self = Self::ddp(2, 0x02);
+    /// DDP, untagged buffer error: invalid MSN, out of range.
+    pub const DDP_UT_MSN_RANGE: Self = Self::ddp(2, 0x03);
+    /// DDP, untagged buffer error: invalid message offset.
+    pub const DDP_UT_INVALID_MO: Self = Self::ddp(2, 0x04);
+    /// DDP, untagged buffer error: message too long for the receive buffer.
+    pub const DDP_UT_TOO_LONG: Self = Self::ddp(2, 0x05);
+    /// DDP, untagged buffer error: invalid DDP version.
+    pub const DDP_UT_VERSION: Self = Self::ddp(2, 0x06);
+    /// MPA: CRC error.
+    pub const LLP_CRC: Self = Self::llp(0x02);
+    /// MPA: marker or FPDU framing error (the stream lost its framing).
+    pub const LLP_FRAMING: Self = Self::llp(0x03);
+    /// MPA: invalid request or reply frame.
+    pub const LLP_INVALID_RR: Self = Self::llp(0x04);
+    /// MPA (RFC 6581): local catastrophic error.
+    pub const LLP_LOCAL_CATASTROPHIC: Self = Self::llp(0x05);
+    /// MPA (RFC 6581): insufficient IRD resources.
+    pub const LLP_INSUFFICIENT_IRD: Self = Self::llp(0x06);
+    /// MPA (RFC 6581): no matching ready-to-receive message.
+    pub const LLP_NO_MATCHING_RTR: Self = Self::llp(0x07);
+
+    const fn rdmap(etype: u8, ecode: u8) -> Self {
+        Self {
+            layer: Layer::Rdmap,
+            etype,
+            ecode,
+        }
+    }
+
+    const fn ddp(etype: u8, ecode: u8) -> Self {
+        Self {
+            layer: Layer::Ddp,
+            etype,
+            ecode,
+        }
+    }
+
+    const fn llp(ecode: u8) -> Self {
+        Self {
+            layer: Layer::Llp,
+            etype: 0,
+            ecode,
+        }
+    }
+}
+
+impl fmt::Display for TermCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let layer = match self.layer {
+            Layer::Rdmap => "RDMAP",
+            Layer::Ddp => "DDP",
+            Layer::Llp => "MPA",
+        };
+        write!(
+            f,
+            "{layer} error type {} code {:#04x}",
+            self.etype, self.ecode
+        )
+    }
+}
+
+/// The terminate control word (RFC 5040, section 4.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Terminate {
+    /// What is reported.
+    pub code: TermCode,
+    /// M: the DDP segment length of the terminated segment is valid.
+    pub segment_len_valid: bool,
+    /// D: the terminated segment's DDP header follows.
+    pub ddp_header: bool,
+    /// R: the terminated message's RDMAP header follows.
+    pub rdmap_header: bool,
+}
+
+impl Terminate {
+    /// The 32-bit word on the wire.
+    pub const fn to_word(self) -> u32 {
+        ((self.code.layer as u32) << 28)
+            | (((self.code.etype & 0x0f) as u32) << 24)
+            | ((self.code.ecode as u32) << 16)
+            | ((self.segment_len_valid as u32) << 15)
+            | ((self.ddp_header as u32) << 14)
+            | ((self.rdmap_header as u32) << 13)
+    }
+
+    /// Reads the word; `None` for an undefined layer.
+    pub const fn from_word(word: u32) -> Option<Self> {
+        let layer = match word >> 28 {
+            0 => Layer::Rdmap,
+            1 => Layer::Ddp,
+            2 => Layer::Llp,
+            _ => return None,
+        };
+        Some(Self {
+            code: TermCode {
+                layer,
+                etype: ((word >> 24) & 0x0f) as u8,
+                ecode: (word >> 16) as u8,
+            },
+            segment_len_valid: word & (1 << 15) != 0,
+            ddp_header: word & (1 << 14) != 0,
+            rdmap_header: word & (1 << 13) != 0,
+        })
+    }
+}
+
+/// One DDP segment's header, with what RDMAP adds to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Segment {
+    /// The RDMAP opcode.
+    pub opcode: Opcode,
+    /// The DDP last flag: the message ends with this segment.
+    pub last: bool,
+    /// Where the payload goes.
+    pub placement: Placement,
+    /// The read request header (only for [`Opcode::ReadRequest`]).
+    pub read: Option<ReadRequest>,
+    /// The terminate control word (only for [`Opcode::Terminate`]).
+    pub terminate: Option<Terminate>,
+}
+
+impl Segment {
+    /// Bytes of this segment's header, control field included.
+    pub const fn header_len(&self) -> usize {
+        self.opcode.header_len()
+    }
+
+    /// Writes the header into the start of `out`; returns its length, or `None` if `out` is
+    /// too short or the segment is inconsistent (placement model, queue or extra header not
+    /// those of the opcode).
+    pub fn write(&self, out: &mut [u8]) -> Option<usize> {
+        let len = self.header_len();
+        let out = out.get_mut(..len)?;
+        let tagged = self.opcode.is_tagged();
+        out[0] = (if tagged { DDP_TAGGED } else { 0 })
+            | (if self.last { DDP_LAST } else { 0 })
+            | DDP_VERSION;
+        out[1] = (RDMAP_VERSION << RDMAP_VERSION_SHIFT) | self.opcode as u8;
+        match (self.placement, tagged) {
+            (Placement::Tagged { stag, to }, true) => {
+                out[2..6].copy_from_slice(&stag.to_be_bytes());
+                out[6..14].copy_from_slice(&to.to_be_bytes());
+            }
+            (
+                Placement::Untagged {
+                    qn,
+                    msn,
+                    mo,
+                    inv_stag,
+                },
+                false,
+            ) => {
+                if Some(qn) != self.opcode.queue() {
+                    return None;
+                }
+                out[2..6].copy_from_slice(&inv_stag.to_be_bytes());
+                out[6..10].copy_from_slice(&qn.to_be_bytes());
+                out[10..14].copy_from_slice(&msn.to_be_bytes());
+                out[14..18].copy_from_slice(&mo.to_be_bytes());
+            }
+            _ => return None,
+        }
+        match (self.opcode, self.read, self.terminate) {
+            (Opcode::ReadRequest, Some(r), None) => {
+                let rr = &mut out[UNTAGGED_HDR_LEN..];
+                rr[0..4].copy_from_slice(&r.sink_stag.to_be_bytes());
+                rr[4..12].copy_from_slice(&r.sink_to.to_be_bytes());
+                rr[12..16].copy_from_slice(&r.size.to_be_bytes());
+                rr[16..20].copy_from_slice(&r.source_stag.to_be_bytes());
+                rr[20..28].copy_from_slice(&r.source_to.to_be_bytes());
+            }
+            (Opcode::Terminate, None, Some(t)) => {
+                out[UNTAGGED_HDR_LEN..].copy_from_slice(&t.to_word().to_be_bytes());
+            }
+            (Opcode::ReadRequest | Opcode::Terminate, _, _) | (_, Some(_), _) | (_, _, Some(_)) => {
+                return None
+            }
+            _ => {}
+        }
+        Some(len)
+    }
+}
+
+impl Segment {
+    /// Checks the payload length of a segment with this header: a read request carries
+    /// nothing after its header.
+    pub const fn check_payload_len(&self, payload_len: usize) -> Result<(), TermCode> {
+        if matches!(self.opcode, Opcode::ReadRequest) && payload_len != 0 {
+            return Err(TermCode::DDP_UT_INVALID_MO);
+        }
+        Ok(())
+    }
+}
+
+/// Reads a big-endian u32 at `at` (the caller has checked the length).
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Reads a big-endian u64 at `at` (the caller has checked the length).
+fn be64(b: &[u8], at: usize) -> u64 {
+    (u64::from(be32(b, at)) << 32) | u64::from(be32(b, at + 4))
+}
+
+/// The header length announced by the two control bytes `ctrl`, if they are valid: what a
+/// stream parser must collect before calling [`parse`]. On error, the terminate code.
+pub fn header_len(ctrl: [u8; 2]) -> Result<usize, TermCode> {
+    let tagged = ctrl[0] & DDP_TAGGED != 0;
+    if ctrl[0] & DDP_VERSION_MASK != DDP_VERSION {
+        return Err(if tagged {
+            TermCode::DDP_T_VERSION
+        } else {
+            TermCode::DDP_UT_VERSION
+        });
+    }
+    if ctrl[1] >> RDMAP_VERSION_SHIFT != RDMAP_VERSION {
+        return Err(TermCode::RDMAP_VERSION);
+    }
+    let opcode = Opcode::from_bits(ctrl[1]).ok_or(TermCode::RDMAP_OPCODE)?;
+    if opcode.is_tagged() != tagged {
+        return Err(TermCode::RDMAP_OPCODE);
+    }
+    Ok(opcode.header_len())
+}
+
+/// Parses the header at the start of the ULPDU `ulpdu` (which may go on with the payload, or
+/// end with the header). Checks versions, opcode, the placement model and queue number the
+/// opcode needs, and that read requests and terminates are single segments (their payload
+/// length is [`Segment::check_payload_len`]'s). Reserved
+/// bits are ignored, as RFC 5041 asks of a receiver. Returns the segment and its header
+/// length, or the terminate code for the error.
+pub fn parse(ulpdu: &[u8]) -> Result<(Segment, usize), TermCode> {
+    let ctrl = [
+        *ulpdu.first().ok_or(TermCode::LLP_FRAMING)?,
+        *ulpdu.get(1).ok_or(TermCode::LLP_FRAMING)?,
+    ];
+    let len = header_len(ctrl)?;
+    let h = ulpdu.get(..len).ok_or(TermCode::LLP_FRAMING)?;
+    let opcode = Opcode::from_bits(ctrl[1]).ok_or(TermCode::RDMAP_OPCODE)?;
+    let last = ctrl[0] & DDP_LAST != 0;
+    let placement = if opcode.is_tagged() {
+        Placement::Tagged {
+            stag: be32(h, 2),
+            to: be64(h, 6),
+        }
+    } else {
+        let qn = be32(h, 6);
+        if Some(qn) != opcode.queue() {
+            return Err(TermCode::DDP_UT_INVALID_QN);
+        }
+        Placement::Untagged {
+            qn,
+            msn: be32(h, 10),
+            mo: be32(h, 14),
+            inv_stag: be32(h, 2),
+        }
+    };
+    let mut seg = Segment {
+        opcode,
+        last,
+        placement,
+        read: None,
+        terminate: None,
+    };
+    match opcode {
+        Opcode::ReadRequest => {
+            // A read request is one whole segment.
+            if !last {
+                return Err(TermCode::DDP_UT_INVALID_MO);
+            }
+            let rr = &h[UNTAGGED_HDR_LEN..];
+            seg.read = Some(ReadRequest {
+                sink_stag: be32(rr, 0),
+                sink_to: be64(rr, 4),
+                size: be32(rr, 12),
+                source_stag: be32(rr, 16),
+                source_to: be64(rr, 20),
+            });
+        }
+        Opcode::Terminate => {
+            if !last {
+                return Err(TermCode::DDP_UT_INVALID_MO);
+            }
+            seg.terminate = Some(
+                Terminate::from_word(be32(h, UNTAGGED_HDR_LEN)).ok_or(TermCode::RDMAP_OPCODE)?,
+            );
+        }
+        _ => {}
+    }
+    if let Placement::Untagged { mo, .. } = placement {
+        if mo != 0 && matches!(opcode, Opcode::ReadRequest | Opcode::Terminate) {
+            return Err(TermCode::DDP_UT_INVALID_MO);
+        }
+    }
+    Ok((seg, len))
+}
+
+/// The receive side's state of one untagged queue: which message comes next and how much of
+/// it has arrived. Over TCP segments arrive in order, so the next segment must continue the
+/// current message (or start the next one at offset 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UntaggedQueue {
+    /// MSN of the message in progress or, between messages, of the next one (starts at 1).
+    msn: u32,
+    /// Payload bytes of the message in progress received so far.
+    offset: u32,
+}
+
+/// Where an untagged segment's payload lands, as [`UntaggedQueue::accept`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UntaggedPlacement {
+    /// The message's MSN.
+    pub msn: u32,
+    /// Offset in the message of the segment's first payload byte.
+    pub offset: u32,
+    /// Whether this segment starts the message (a new receive buffer is needed).
+    pub first: bool,
+    /// Whether this segment ends the message.
+    pub last: bool,
+}
+
+impl UntaggedQueue {
+    /// A queue before its first message (MSN 1).
+    pub const fn new() -> Self {
+        Self { msn: 1, offset: 0 }
+    }
+
+    /// The MSN the next message (or the one in progress) has.
+    pub const fn msn(&self) -> u32 {
+        self.msn
+    }
+
+    /// Whether a message is partly received.
+    pub const fn in_progress(&self) -> bool {
+        self.offset != 0
+    }
+
+    /// Accepts the segment with `msn`, `mo`, `last` and `payload_len` bytes of payload, or
+    /// returns the terminate code: MSN not the expected one, an offset that does not continue
+    /// the message, or a message longer than 2^32 bytes. `max_len` is the receive buffer's
+    /// length once known (`u32::MAX` otherwise): a message that would not fit is
+    /// [`TermCode::DDP_UT_TOO_LONG`].
+    pub fn accept(
+        &mut self,
+        msn: u32,
+        mo: u32,
+        last: bool,
+        payload_len: u32,
+        max_len: u32,
+    ) -> Result<UntaggedPlacement, TermCode> {
+        if msn != self.msn {
+            return Err(TermCode::DDP_UT_MSN_RANGE);
+        }
+        if mo != self.offset {
+            return Err(TermCode::DDP_UT_INVALID_MO);
+        }
+        let end = mo
+            .checked_add(payload_len)
+            .ok_or(TermCode::DDP_UT_TOO_LONG)?;
+        if end > max_len {
+            return Err(TermCode::DDP_UT_TOO_LONG);
+        }
+        let placed = UntaggedPlacement {
+            msn,
+            offset: mo,
+            first: mo == 0,
+            last,
+        };
+        if last {
+            self.msn = self.msn.wrapping_add(1);
+            self.offset = 0;
+        } else {
+            self.offset = end;
+        }
+        Ok(placed)
+    }
+}
+
+/// One segment of a message being sent: its header and which bytes of the message it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentPlan {
+    /// The header.
+    pub segment: Segment,
+    /// Offset in the message of the first payload byte.
+    pub offset: u32,
+    /// Payload bytes.
+    pub len: u32,
+}
+
+/// Cuts a message into DDP segments of at most a ULPDU of `mulpdu` bytes each, header
+/// included. Each segment's placement (tagged offset or message offset) advances with the
+/// bytes before it; the last one has the last flag. A message of zero bytes is one segment.
+#[derive(Debug, Clone)]
+pub struct Segmenter {
+    /// The first segment's header (placement at the message start).
+    first: Segment,
+    /// Message bytes.
+    total: u32,
+    /// Payload bytes per segment.
+    step: u32,
+    /// Bytes already planned.
+    done: u32,
+    /// Whether the last segment has been planned.
+    finished: bool,
+}
+
+impl Segmenter {
+    /// Plans `total` bytes sent with the header `first` (its last flag is ignored) in ULPDUs
+    /// of at most `mulpdu` bytes. `None` if `mulpdu` leaves no room for payload after the
+    /// header, or if the opcode carries no payload (read request, terminate) and `total` is
+    /// not 0.
+    pub fn new(first: Segment, total: u32, mulpdu: u16) -> Option<Self> {
+        let step = usize::from(mulpdu).checked_sub(first.header_len())?;
+        if step == 0 || (matches!(first.opcode, Opcode::ReadRequest) && total != 0) {
+            return None;
+        }
+        Some(Self {
+            first,
+            total,
+            step: step as u32,
+            done: 0,
+            finished: false,
+        })
+    }
+}
+
+impl Iterator for Segmenter {
+    type Item = SegmentPlan;
+
+    fn next(&mut self) -> Option<SegmentPlan> {
+        if self.finished {
+            return None;
+        }
+        let offset = self.done;
+        let len = (self.total - offset).min(self.step);
+        self.done += len;
+        self.finished = self.done == self.total;
+        let mut segment = self.first;
+        segment.last = self.finished;
+        segment.placement = match segment.placement {
+            Placement::Tagged { stag, to } => Placement::Tagged {
+                stag,
+                to: to.wrapping_add(u64::from(offset)),
+            },
+            Placement::Untagged {
+                qn,
+                msn,
+                mo,
+                inv_stag,
+            } => Placement::Untagged {
+                qn,
+                msn,
+                mo: mo.wrapping_add(offset),
+                inv_stag,
+            },
+        };
+        Some(SegmentPlan {
+            segment,
+            offset,
+            len,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    fn send(msn: u32, mo: u32, last: bool) -> Segment {
+        Segment {
+            opcode: Opcode::Send,
+            last,
+            placement: Placement::Untagged {
+                qn: QN_SEND,
+                msn,
+                mo,
+                inv_stag: 0,
+            },
+            read: None,
+            terminate: None,
+        }
+    }
+
+    #[test]
+    fn send_header_layout() {
+        let mut b = [0u8; 32];
+        assert_eq!(send(1, 0, true).write(&mut b), Some(18));
+        assert_eq!(
+            b[..18],
+            [0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0]
+        );
+        assert_eq!(parse(&b[..18]), Ok((send(1, 0, true), 18)));
+    }
+
+    #[test]
+    fn write_and_read_request_layout() {
+        let w = Segment {
+            opcode: Opcode::Write,
+            last: false,
+            placement: Placement::Tagged {
+                stag: 0x1234_5678,
+                to: 0x1122_3344_5566_7788,
+            },
+            read: None,
+            terminate: None,
+        };
+        let mut b = [0u8; 64];
+        assert_eq!(w.write(&mut b), Some(14));
+        assert_eq!(b[0], 0x81);
+        assert_eq!(b[1], 0x40);
+        assert_eq!(b[2..6], [0x12, 0x34, 0x56, 0x78]);
+        assert_eq!(parse(&b[..20]), Ok((w, 14)));
+
+        let r = Segment {
+            opcode: Opcode::ReadRequest,
+            last: true,
+            placement: Placement::Untagged {
+                qn: QN_READ_REQUEST,
+                msn: 7,
+                mo: 0,
+                inv_stag: 0,
+            },
+            read: Some(ReadRequest {
+                sink_stag: 1,
+                sink_to: 2,
+                size: 3,
+                source_stag: 4,
+                source_to: 5,
+            }),
+            terminate: None,
+        };
+        assert_eq!(r.write(&mut b), Some(46));
+        assert_eq!(b[1], 0x41);
+        assert_eq!(parse(&b[..46]), Ok((r, 46)));
+        // Payload after a read request, or a read request that is not last, is refused.
+        assert_eq!(r.check_payload_len(1), Err(TermCode::DDP_UT_INVALID_MO));
+        assert_eq!(r.check_payload_len(0), Ok(()));
+        b[0] &= !0x40;
+        assert_eq!(parse(&b[..46]), Err(TermCode::DDP_UT_INVALID_MO));
+    }
+
+    #[test]
+    fn bad_headers_get_their_terminate_codes() {
+        let mut b = [0u8; 18];
+        send(1, 0, true).write(&mut b).unwrap();
+        let mut v = b;
+        v[0] &= !0x03;
+        assert_eq!(parse(&v), Err(TermCode::DDP_UT_VERSION));
+        let mut v = b;
+        v[1] &= 0x3f;
+        assert_eq!(parse(&v), Err(TermCode::RDMAP_VERSION));
+        let mut v = b;
+        v[1] = 0x48;
+        assert_eq!(parse(&v), Err(TermCode::RDMAP_OPCODE));
+        let mut v = b;
+        v[0] |= 0x80; // tagged send
+        assert_eq!(parse(&v), Err(TermCode::RDMAP_OPCODE));
+        let mut v = b;
+        v[9] = 1; // a send on the read request queue
+        assert_eq!(parse(&v), Err(TermCode::DDP_UT_INVALID_QN));
+        assert_eq!(parse(&b[..17]), Err(TermCode::LLP_FRAMING));
+    }
+
+    #[test]
+    fn terminate_word() {
+        let t = Terminate {
+            code: TermCode::DDP_UT_NO_BUFFER,
+            segment_len_valid: true,
+            ddp_header: true,
+            rdmap_header: false,
+        };
+        assert_eq!(t.to_word(), 0x1202_c000);
+        assert_eq!(Terminate::from_word(t.to_word()), Some(t));
+        assert_eq!(Terminate::from_word(0x3000_0000), None);
+    }
+
+    #[test]
+    fn untagged_queue_sequence() {
+        let mut q = UntaggedQueue::new();
+        assert_eq!(
+            q.accept(2, 0, true, 10, 100),
+            Err(TermCode::DDP_UT_MSN_RANGE)
+        );
+        let p = q.accept(1, 0, false, 10, 100).unwrap();
+        assert!(p.first && !p.last);
+        assert_eq!(
+            q.accept(1, 5, false, 10, 100),
+            Err(TermCode::DDP_UT_INVALID_MO)
+        );
+        assert_eq!(
+            q.accept(1, 10, true, 91, 100),
+            Err(TermCode::DDP_UT_TOO_LONG)
+        );
+        let p = q.accept(1, 10, true, 90, 100).unwrap();
+        assert!(!p.first && p.last);
+        assert_eq!(q.msn(), 2);
+        assert!(!q.in_progress());
+    }
+
+    #[test]
+    fn segmenter_cuts_at_mulpdu() {
+        let plans: Vec<_> = Segmenter::new(send(3, 0, false), 3000, 1442 - 2)
+            .unwrap()
+            .collect();
+        assert_eq!(plans.len(), 3);
+        assert_eq!(plans[0].len, 1440 - 18);
+        assert_eq!(plans[2].offset + plans[2].len, 3000);
+        assert!(plans[2].segment.last && !plans[0].segment.last);
+        let zero: Vec<_> = Segmenter::new(send(3, 0, false), 0, 100).unwrap().collect();
+        assert_eq!(zero.len(), 1);
+        assert!(zero[0].segment.last);
+        assert!(Segmenter::new(send(3, 0, false), 1, 18).is_none());
+    }
+
+    fn any_segment() -> impl Strategy<Value = Segment> {
+        (
+            0u8..8,
+            any::<bool>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u32>(),
+            any::<u32>(),
+        )
+            .prop_map(|(op, last, a, to, msn, mo)| {
+                let opcode = Opcode::from_bits(op).unwrap();
+                let placement = match opcode.queue() {
+                    None => Placement::Tagged { stag: a, to },
+                    Some(qn) => Placement::Untagged {
+                        qn,
+                        msn,
+                        mo: if qn == QN_SEND { mo } else { 0 },
+                        inv_stag: a,
+                    },
+                };
+                let single = matches!(opcode, Opcode::ReadRequest | Opcode::Terminate);
+                Segment {
+                    opcode,
+                    last: last || single,
+                    placement,
+                    read: (opcode == Opcode::ReadRequest).then_some(ReadRequest {
+                        sink_stag: a,
+                        sink_to: to,
+                        size: msn,
+                        source_stag: mo,
+                        source_to: !to,
+                    }),
+                    terminate: (opcode == Opcode::Terminate).then_some(Terminate {
+                        code: TermCode::RDMAP_ACCESS,
+                        segment_len_valid: last,
+                        ddp_header: true,
+                        rdmap_header: false,
+                    }),
+                }
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn write_then_parse(seg in any_segment()) {
+            let mut b = [0u8; MAX_HDR_LEN];
+            let n = seg.write(&mut b).unwrap();
+            prop_assert_eq!(n, seg.header_len());
+            prop_assert_eq!(header_len([b[0], b[1]]), Ok(n));
+            prop_assert_eq!(parse(&b[..n]), Ok((seg, n)));
+        }
+
+        #[test]
+        fn parse_never_panics(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok((seg, n)) = parse(&b) {
+                let mut out = [0u8; MAX_HDR_LEN];
+                prop_assert_eq!(seg.write(&mut out), Some(n));
+                // Reserved bits aside, the header reads back the same.
+                prop_assert_eq!(parse(&out[..n]).map(|(s, _)| s), Ok(seg));
+            }
+        }
+
+        #[test]
+        fn segments_cover_the_message(total in 0u32..100_000, mulpdu in 19u16..9000) {
+            let mut next = 0;
+            let mut count = 0;
+            for p in Segmenter::new(send(9, 0, false), total, mulpdu).unwrap() {
+                prop_assert_eq!(p.offset, next);
+                prop_assert!(p.len as usize + 18 <= mulpdu as usize);
+                prop_assert_eq!(p.segment.placement, send(9, p.offset, false).placement);
+                next += p.len;
+                count += 1;
+                prop_assert_eq!(p.segment.last, next == total);
+            }
+            prop_assert_eq!(next, total);
+            prop_assert!(count >= 1);
+        }
+    }
+}
