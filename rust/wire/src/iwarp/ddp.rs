@@ -379,8 +379,8 @@ impl Segment {
         out[1] = (RDMAP_VERSION << RDMAP_VERSION_SHIFT) | self.opcode as u8;
         match (self.placement, tagged) {
             (Placement::Tagged { stag, to }, true) => {
-                out[2..6].copy_from_slice(&stag.to_be_bytes());
-                out[6..14].copy_from_slice(&to.to_be_bytes());
+                copy(&mut out[2..6], &stag.to_be_bytes());
+                copy(&mut out[6..14], &to.to_be_bytes());
             }
             (
                 Placement::Untagged {
@@ -394,24 +394,24 @@ impl Segment {
                 if Some(qn) != self.opcode.queue() {
                     return None;
                 }
-                out[2..6].copy_from_slice(&inv_stag.to_be_bytes());
-                out[6..10].copy_from_slice(&qn.to_be_bytes());
-                out[10..14].copy_from_slice(&msn.to_be_bytes());
-                out[14..18].copy_from_slice(&mo.to_be_bytes());
+                copy(&mut out[2..6], &inv_stag.to_be_bytes());
+                copy(&mut out[6..10], &qn.to_be_bytes());
+                copy(&mut out[10..14], &msn.to_be_bytes());
+                copy(&mut out[14..18], &mo.to_be_bytes());
             }
             _ => return None,
         }
         match (self.opcode, self.read, self.terminate) {
             (Opcode::ReadRequest, Some(r), None) => {
                 let rr = &mut out[UNTAGGED_HDR_LEN..];
-                rr[0..4].copy_from_slice(&r.sink_stag.to_be_bytes());
-                rr[4..12].copy_from_slice(&r.sink_to.to_be_bytes());
-                rr[12..16].copy_from_slice(&r.size.to_be_bytes());
-                rr[16..20].copy_from_slice(&r.source_stag.to_be_bytes());
-                rr[20..28].copy_from_slice(&r.source_to.to_be_bytes());
+                copy(&mut rr[0..4], &r.sink_stag.to_be_bytes());
+                copy(&mut rr[4..12], &r.sink_to.to_be_bytes());
+                copy(&mut rr[12..16], &r.size.to_be_bytes());
+                copy(&mut rr[16..20], &r.source_stag.to_be_bytes());
+                copy(&mut rr[20..28], &r.source_to.to_be_bytes());
             }
             (Opcode::Terminate, None, Some(t)) => {
-                out[UNTAGGED_HDR_LEN..].copy_from_slice(&t.to_word().to_be_bytes());
+                copy(&mut out[UNTAGGED_HDR_LEN..], &t.to_word().to_be_bytes());
             }
             (Opcode::ReadRequest | Opcode::Terminate, _, _) | (_, Some(_), _) | (_, _, Some(_)) => {
                 return None
@@ -430,6 +430,15 @@ impl Segment {
             return Err(TermCode::DDP_UT_INVALID_MO);
         }
         Ok(())
+    }
+}
+
+/// Copies `src` into the start of `dst` (as much as fits). Unlike `copy_from_slice` it has no
+/// length-mismatch panic path, which the 6.12 kernel's objtool does not know as `noreturn`
+/// under newer compilers.
+fn copy(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
     }
 }
 

@@ -143,16 +143,19 @@ impl RrHeader {
     /// The header's bytes.
     pub fn to_bytes(&self) -> [u8; RR_HDR_LEN] {
         let mut b = [0u8; RR_HDR_LEN];
-        b[..16].copy_from_slice(match self.kind {
-            RrKind::Request => &KEY_REQUEST,
-            RrKind::Reply => &KEY_REPLY,
-        });
+        copy(
+            &mut b[..16],
+            match self.kind {
+                RrKind::Request => &KEY_REQUEST,
+                RrKind::Reply => &KEY_REPLY,
+            },
+        );
         b[16] = (if self.markers { FLAG_MARKERS } else { 0 })
             | (if self.crc { FLAG_CRC } else { 0 })
             | (if self.reject { FLAG_REJECT } else { 0 })
             | (if self.enhanced { FLAG_ENHANCED } else { 0 });
         b[17] = self.revision;
-        b[18..20].copy_from_slice(&self.pd_len.to_be_bytes());
+        copy(&mut b[18..20], &self.pd_len.to_be_bytes());
         b
     }
 }
@@ -597,12 +600,21 @@ impl MarkedWriter<'_> {
     }
 
     fn emit(&mut self, b: &[u8]) {
-        self.out[self.at..self.at + b.len()].copy_from_slice(b);
+        copy(&mut self.out[self.at..self.at + b.len()], b);
         // The CRC field is written last, after the CRC was taken: updating over it is
         // harmless.
         self.crc.update(b);
         self.at += b.len();
         self.pos = (self.pos + b.len() as u32) % MARKER_INTERVAL;
+    }
+}
+
+/// Copies `src` into the start of `dst` (as much as fits). Unlike `copy_from_slice` it has no
+/// length-mismatch panic path, which the 6.12 kernel's objtool does not know as `noreturn`
+/// under newer compilers.
+fn copy(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
     }
 }
 

@@ -151,8 +151,10 @@ impl Deframer {
                     // A marker before the length field: it leads the FPDU.
                     self.len_at = self.fpdu_at + MARKER_LEN as u32;
                 }
-                self.marker[self.marker_have..self.marker_have + n]
-                    .copy_from_slice(&input[at..at + n]);
+                copy(
+                    &mut self.marker[self.marker_have..self.marker_have + n],
+                    &input[at..at + n],
+                );
                 self.marker_have += n;
                 self.consume(&input[at..at + n]);
                 at += n;
@@ -189,7 +191,7 @@ impl Deframer {
                         _ => CRC_LEN,
                     };
                     let n = (want - self.have).min(avail);
-                    self.buf[self.have..self.have + n].copy_from_slice(&input[at..at + n]);
+                    copy(&mut self.buf[self.have..self.have + n], &input[at..at + n]);
                     self.have += n;
                     if self.part != Part::Crc {
                         self.consume(&input[at..at + n]);
@@ -317,6 +319,15 @@ impl Deframer {
     fn advance(&mut self, n: usize) {
         self.pos = (self.pos + n as u32) % MARKER_INTERVAL;
         self.fpdu_at = self.fpdu_at.wrapping_add(n as u32);
+    }
+}
+
+/// Copies `src` into the start of `dst` (as much as fits). Unlike `copy_from_slice` it has no
+/// length-mismatch panic path, which the 6.12 kernel's objtool does not know as `noreturn`
+/// under newer compilers.
+fn copy(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
     }
 }
 
