@@ -81,6 +81,7 @@ kunit_register!(
     selftests::wire_suite::SUITE,
     selftests::abstractions_suite::SUITE,
     selftests::net::net_suite::SUITE,
+    selftests::tcp::tcp_suite::SUITE,
     selftests::verbs::verbs_suite::SUITE,
     selftests::hardening::hardening_suite::SUITE,
 );

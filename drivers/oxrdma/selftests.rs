@@ -16,6 +16,7 @@ use kernel::{alloc::KVec, prelude::*};
 
 pub(crate) mod hardening;
 pub(crate) mod net;
+pub(crate) mod tcp;
 pub(crate) mod verbs;
 
 /// A deterministic, non-trivial test pattern.

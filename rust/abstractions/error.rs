@@ -25,5 +25,11 @@ pub mod code {
         enobufs => ENOBUFS,
         ehostunreach => EHOSTUNREACH,
         eaddrinuse => EADDRINUSE,
+        einprogress => EINPROGRESS,
+        econnrefused => ECONNREFUSED,
+        econnreset => ECONNRESET,
+        econnaborted => ECONNABORTED,
+        etimedout => ETIMEDOUT,
+        enotconn => ENOTCONN,
     );
 }

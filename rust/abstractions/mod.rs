@@ -20,6 +20,7 @@ pub mod rdma;
 pub mod route;
 pub mod skb;
 pub mod sync;
+pub mod tcp;
 pub mod timer;
 pub mod udp_tunnel;
 pub mod workqueue;

@@ -216,7 +216,7 @@ pub enum IpGroup {
 /// # Invariants
 ///
 /// A `&NetNs` is only created for a namespace that stays alive (not dismantled) for the
-/// borrow: so far only the initial namespace, which is never dismantled.
+/// borrow: the initial namespace, which is never dismantled, or one a [`NetRef`] holds.
 #[repr(transparent)]
 pub struct NetNs(Opaque<bindings::net>);
 
@@ -328,5 +328,54 @@ impl<T: NetdevHandler> Drop for NetdevNotifier<T> {
     fn drop(&mut self) {
         // SAFETY: `nb` was registered in `register` (type invariant).
         unsafe { bindings::unregister_netdevice_notifier(self.nb.get()) };
+    }
+}
+
+/// A counted reference on a network namespace (`get_net`/`put_net`): the namespace is not
+/// dismantled while it exists.
+///
+/// # Invariants
+///
+/// `0` is a namespace this value holds one reference on.
+pub struct NetRef(NonNull<bindings::net>);
+
+// SAFETY: namespace references may be taken and dropped on any thread.
+unsafe impl Send for NetRef {}
+// SAFETY: the value only hands out the pointer.
+unsafe impl Sync for NetRef {}
+
+impl NetRef {
+    /// References `dev`'s current namespace, unless it is being dismantled. Process context,
+    /// RTNL not held (this takes it).
+    pub fn of(dev: &NetDevice) -> Option<NetRef> {
+        // `maybe_get_net` fails once the namespace's count dropped to zero.
+        // SAFETY: the RTNL keeps the device from moving between namespaces, and a device in
+        // a namespace keeps its `struct net` allocated.
+        let net = unsafe {
+            bindings::rtnl_lock();
+            let net = bindings::oxrdma_maybe_get_net(bindings::oxrdma_dev_net(dev.as_raw()));
+            bindings::rtnl_unlock();
+            net
+        };
+        // INVARIANT: a non-NULL result carries a reference.
+        NonNull::new(net).map(NetRef)
+    }
+
+    /// The namespace.
+    pub fn ns(&self) -> &NetNs {
+        // SAFETY: `NetNs` is a transparent wrapper; the reference held keeps the namespace
+        // alive for the borrow of `self` (type invariant).
+        unsafe { &*self.0.as_ptr().cast::<NetNs>() }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *mut bindings::net {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for NetRef {
+    fn drop(&mut self) {
+        // SAFETY: this value holds one reference (type invariant).
+        unsafe { bindings::oxrdma_put_net(self.0.as_ptr()) };
     }
 }

@@ -37,7 +37,7 @@
 
 use super::bindings;
 use super::error::code;
-use super::net::{NetDevice, NetNs};
+use super::net::{NetDevice, NetNs, NetRef};
 use super::skb::RxSkb;
 use core::cell::UnsafeCell;
 use core::mem::size_of;
@@ -339,38 +339,6 @@ impl Drop for TunnelRegistration {
     }
 }
 
-/// A counted namespace reference taken for the duration of `open`.
-///
-/// # Invariants
-///
-/// `0` is a namespace this value holds one reference on.
-struct NetGuard(*mut bindings::net);
-
-impl NetGuard {
-    /// References `dev`'s current namespace, unless it is being dismantled.
-    fn of(dev: &NetDevice) -> Option<NetGuard> {
-        // The caller does not hold the RTNL; `maybe_get_net` fails once the namespace's count
-        // dropped to zero.
-        // SAFETY: the RTNL keeps the device from moving between namespaces, and a device in
-        // a namespace keeps its `struct net` allocated.
-        let net = unsafe {
-            bindings::rtnl_lock();
-            let net = bindings::oxrdma_maybe_get_net(bindings::oxrdma_dev_net(dev.as_raw()));
-            bindings::rtnl_unlock();
-            net
-        };
-        // INVARIANT: a non-NULL result carries a reference.
-        (!net.is_null()).then_some(NetGuard(net))
-    }
-}
-
-impl Drop for NetGuard {
-    fn drop(&mut self) {
-        // SAFETY: this value holds one reference (type invariant).
-        unsafe { bindings::oxrdma_put_net(self.0) };
-    }
-}
-
 /// A handle on the RoCE v2 receive sockets of one namespace and port.
 ///
 /// # Invariants
@@ -403,13 +371,13 @@ impl TunnelRef {
         port: u16,
         receiver: Arc<dyn UdpEncapReceiver>,
     ) -> Result<TunnelRef> {
-        let net = NetGuard::of(dev).ok_or(ENODEV)?;
+        let net = NetRef::of(dev).ok_or(ENODEV)?;
         if !REGISTERED.load(Ordering::Acquire) {
             return Err(EINVAL);
         }
         // SAFETY: registered (checked above; the caller's module holds the registration
         // while it opens tunnels), and the reference `net` holds keeps its exit from running.
-        let s = unsafe { slot(net.0) };
+        let s = unsafe { slot(net.as_ptr()) };
         let tunnel = {
             let mut tunnels = s.tunnels.lock();
             let found = tunnels
@@ -443,9 +411,9 @@ impl TunnelRef {
         }
         if st.socks.is_none() {
             // SAFETY: `net` holds a reference on the namespace for the calls below.
-            let v4 = unsafe { Sock::create(net.0, bindings::AF_INET, port) }?;
+            let v4 = unsafe { Sock::create(net.as_ptr(), bindings::AF_INET, port) }?;
             // SAFETY: `net` holds a reference on the namespace for this call too.
-            let v6 = match unsafe { Sock::create(net.0, bindings::AF_INET6, port) } {
+            let v6 = match unsafe { Sock::create(net.as_ptr(), bindings::AF_INET6, port) } {
                 Ok(s) => Some(s),
                 Err(e) if e == code::eafnosupport() => None,
                 Err(e) => {
@@ -457,9 +425,9 @@ impl TunnelRef {
             // SAFETY: `net` is the sockets' live namespace; the tunnel is kept alive by the
             // namespace's slot and the handles until its sockets are released.
             unsafe {
-                v4.setup(net.0, ptr);
+                v4.setup(net.as_ptr(), ptr);
                 if let Some(s) = &v6 {
-                    s.setup(net.0, ptr);
+                    s.setup(net.as_ptr(), ptr);
                 }
             }
             st.socks = Some(Socks { v4, v6 });
@@ -468,7 +436,10 @@ impl TunnelRef {
         st.handles += 1;
         drop(st);
         // INVARIANT: counted above.
-        Ok(TunnelRef { tunnel, net: net.0 })
+        Ok(TunnelRef {
+            tunnel,
+            net: net.as_ptr(),
+        })
     }
 
     /// Whether the sockets are still open: false once the namespace was dismantled or the

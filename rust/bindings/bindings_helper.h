@@ -8,11 +8,15 @@
 #include <linux/crc32c.h>
 #include <linux/idr.h>
 #include <linux/if_packet.h>
+#include <linux/net.h>
 #include <linux/netdevice.h>
+#include <linux/socket.h>
 #include <linux/random.h>
 #include <linux/skbuff.h>
 #include <net/dst.h>
 #include <net/net_namespace.h>
+#include <net/sock.h>
+#include <net/tcp_states.h>
 #include <net/udp_tunnel.h>
 #include <kunit/test.h>
 #include <linux/timer.h>

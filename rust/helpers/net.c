@@ -3,7 +3,10 @@
  * C helpers for oxrdma's packet I/O abstractions; see net.h.
  */
 #include <linux/igmp.h>
+#include <linux/in.h>
+#include <linux/in6.h>
 #include <linux/inetdevice.h>
+#include <linux/net.h>
 #include <linux/netdevice.h>
 #include <linux/rtnetlink.h>
 #include <linux/skbuff.h>
@@ -16,6 +19,7 @@
 #include <net/netns/generic.h>
 #include <net/route.h>
 #include <net/sock.h>
+#include <net/tcp.h>
 
 #include "net.h"
 
@@ -277,4 +281,145 @@ void *oxrdma_net_generic(const struct net *net, unsigned int id)
 	data = net_generic(net, id);
 	rcu_read_unlock();
 	return data;
+}
+
+int oxrdma_tcp_sock_create(struct net *net, int family, struct socket **res)
+{
+	return __sock_create(net, family, SOCK_STREAM, IPPROTO_TCP, res, 0);
+}
+
+struct sock *oxrdma_socket_sk(struct socket *sock)
+{
+	return sock->sk;
+}
+
+int oxrdma_sk_state(const struct sock *sk)
+{
+	return READ_ONCE(sk->sk_state);
+}
+
+int oxrdma_sk_err(const struct sock *sk)
+{
+	return READ_ONCE(sk->sk_err);
+}
+
+int oxrdma_sockaddr_set(struct sockaddr_storage *ss, bool v6, const u8 *ip, u16 port, u32 scope)
+{
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+
+	memset(ss, 0, sizeof(*ss));
+	if (v6) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+		memcpy(&a6->sin6_addr, ip, 16);
+		a6->sin6_scope_id = scope;
+		return sizeof(*a6);
+	}
+	a4->sin_family = AF_INET;
+	a4->sin_port = htons(port);
+	memcpy(&a4->sin_addr, ip, 4);
+	return sizeof(*a4);
+}
+
+int oxrdma_sockaddr_get(const struct sockaddr_storage *ss, u8 *ip, u16 *port, u32 *scope)
+{
+	memset(ip, 0, 16);
+	*scope = 0;
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+
+		memcpy(ip, &a->sin_addr, 4);
+		*port = ntohs(a->sin_port);
+		return 4;
+	}
+	if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+
+		memcpy(ip, &a->sin6_addr, 16);
+		*port = ntohs(a->sin6_port);
+		*scope = a->sin6_scope_id;
+		return 6;
+	}
+	return 0;
+}
+
+int oxrdma_sock_send(struct socket *sock, struct kvec *vec, size_t n, size_t len, bool more)
+{
+	struct msghdr msg = {
+		.msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0),
+	};
+
+	return kernel_sendmsg(sock, &msg, vec, n, len);
+}
+
+int oxrdma_sock_recv(struct socket *sock, void *buf, size_t len)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT };
+	struct kvec vec = { .iov_base = buf, .iov_len = len };
+
+	return kernel_recvmsg(sock, &msg, &vec, 1, len, MSG_DONTWAIT);
+}
+
+void oxrdma_sk_install(struct sock *sk, void *user, void (*dr)(struct sock *sk),
+		       void (*ws)(struct sock *sk), void (*sc)(struct sock *sk),
+		       struct oxrdma_sk_saved *saved)
+{
+	write_lock_bh(&sk->sk_callback_lock);
+	saved->data_ready = sk->sk_data_ready;
+	saved->write_space = sk->sk_write_space;
+	saved->state_change = sk->sk_state_change;
+	__rcu_assign_sk_user_data_with_flags(sk, user, SK_USER_DATA_NOCOPY);
+	sk->sk_data_ready = dr;
+	sk->sk_write_space = ws;
+	sk->sk_state_change = sc;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+void oxrdma_sk_uninstall(struct sock *sk, const struct oxrdma_sk_saved *saved)
+{
+	write_lock_bh(&sk->sk_callback_lock);
+	rcu_assign_sk_user_data(sk, NULL);
+	sk->sk_data_ready = saved->data_ready;
+	sk->sk_write_space = saved->write_space;
+	sk->sk_state_change = saved->state_change;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+void *oxrdma_sk_user_lock(struct sock *sk)
+{
+	read_lock_bh(&sk->sk_callback_lock);
+	return __locked_read_sk_user_data_with_flags(sk, 0);
+}
+
+void oxrdma_sk_user_unlock(struct sock *sk)
+{
+	read_unlock_bh(&sk->sk_callback_lock);
+}
+
+int oxrdma_sock_accept(struct socket *sock, struct socket **newsock)
+{
+	return kernel_accept(sock, newsock, O_NONBLOCK);
+}
+
+int oxrdma_sock_connect(struct socket *sock, struct sockaddr_storage *ss, int len)
+{
+	return kernel_connect(sock, (struct sockaddr *)ss, len, O_NONBLOCK);
+}
+
+int oxrdma_sock_bind(struct socket *sock, struct sockaddr_storage *ss, int len)
+{
+	return kernel_bind(sock, (struct sockaddr *)ss, len);
+}
+
+int oxrdma_sock_name(struct socket *sock, struct sockaddr_storage *ss, bool peer)
+{
+	if (peer)
+		return kernel_getpeername(sock, (struct sockaddr *)ss);
+	return kernel_getsockname(sock, (struct sockaddr *)ss);
+}
+
+int oxrdma_sock_shutdown(struct socket *sock)
+{
+	return kernel_sock_shutdown(sock, SHUT_RDWR);
 }

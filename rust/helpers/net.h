@@ -106,4 +106,71 @@ u32 oxrdma_skb_queue_len(const struct sk_buff_head *list);
  */
 void *oxrdma_net_generic(const struct net *net, unsigned int id);
 
+/*
+ * Kernel TCP sockets (rust/abstractions/tcp.rs).
+ *
+ * oxrdma_tcp_sock_create(): __sock_create(net, family, SOCK_STREAM, IPPROTO_TCP, res, 0). Not a
+ * kern socket: the socket holds a reference on @net (like a process's), so the namespace
+ * outlives it.
+ */
+struct socket;
+struct sockaddr_storage;
+int oxrdma_tcp_sock_create(struct net *net, int family, struct socket **res);
+/* sock->sk; READ_ONCE(sk->sk_state); READ_ONCE(sk->sk_err) */
+struct sock *oxrdma_socket_sk(struct socket *sock);
+int oxrdma_sk_state(const struct sock *sk);
+int oxrdma_sk_err(const struct sock *sk);
+/*
+ * Fills @ss with an AF_INET (@v6 false: @ip holds 4 bytes) or AF_INET6 (@ip 16 bytes, @scope
+ * the scope id) address and @port (host order); returns the address length to pass along.
+ */
+int oxrdma_sockaddr_set(struct sockaddr_storage *ss, bool v6, const u8 *ip, u16 port, u32 scope);
+/*
+ * Reads an AF_INET or AF_INET6 address from @ss into @ip (16 bytes; IPv4 in the first 4),
+ * @port (host order) and @scope. Returns 4 or 6 (the family), or 0 for any other family.
+ */
+int oxrdma_sockaddr_get(const struct sockaddr_storage *ss, u8 *ip, u16 *port, u32 *scope);
+/*
+ * kernel_sendmsg() of @n buffers with MSG_DONTWAIT | MSG_NOSIGNAL, and MSG_MORE if @more;
+ * kernel_recvmsg() of one buffer with MSG_DONTWAIT.
+ */
+struct kvec;
+int oxrdma_sock_send(struct socket *sock, struct kvec *vec, size_t n, size_t len, bool more);
+int oxrdma_sock_recv(struct socket *sock, void *buf, size_t len);
+/*
+ * kernel_accept(..., O_NONBLOCK); kernel_connect(..., O_NONBLOCK) (0 or -EINPROGRESS);
+ * kernel_bind(); kernel_getpeername() (@peer) or kernel_getsockname() (returns the length);
+ * kernel_sock_shutdown(SHUT_RDWR).
+ */
+int oxrdma_sock_accept(struct socket *sock, struct socket **newsock);
+int oxrdma_sock_connect(struct socket *sock, struct sockaddr_storage *ss, int len);
+int oxrdma_sock_bind(struct socket *sock, struct sockaddr_storage *ss, int len);
+int oxrdma_sock_name(struct socket *sock, struct sockaddr_storage *ss, bool peer);
+int oxrdma_sock_shutdown(struct socket *sock);
+
+/* The callbacks a socket had before oxrdma_sk_install() replaced them. */
+struct oxrdma_sk_saved {
+	void (*data_ready)(struct sock *sk);
+	void (*write_space)(struct sock *sk);
+	void (*state_change)(struct sock *sk);
+};
+
+/*
+ * Under write_lock_bh(&sk->sk_callback_lock): saves the socket's data_ready, write_space and
+ * state_change callbacks in @saved, installs @dr, @ws, @sc and sets sk_user_data to @user with
+ * SK_USER_DATA_NOCOPY (so a socket accepted from a listener does not inherit it).
+ * oxrdma_sk_uninstall() puts @saved back and clears sk_user_data: once it returns, no callback
+ * sees @user any more.
+ */
+void oxrdma_sk_install(struct sock *sk, void *user, void (*dr)(struct sock *sk),
+		       void (*ws)(struct sock *sk), void (*sc)(struct sock *sk),
+		       struct oxrdma_sk_saved *saved);
+void oxrdma_sk_uninstall(struct sock *sk, const struct oxrdma_sk_saved *saved);
+/*
+ * read_lock_bh(&sk->sk_callback_lock) and the user data (NULL if none);
+ * oxrdma_sk_user_unlock() drops the lock. The user data stays valid in between.
+ */
+void *oxrdma_sk_user_lock(struct sock *sk);
+void oxrdma_sk_user_unlock(struct sock *sk);
+
 #endif
