@@ -4,6 +4,7 @@
  * static inline functions and macros around user memory, uverbs and timers. Thin wrappers;
  * the safety contract of each is the wrapped one's.
  */
+#include <linux/completion.h>
 #include <linux/highmem.h>
 #include <linux/jiffies.h>
 #include <linux/scatterlist.h>
@@ -12,6 +13,8 @@
 #include <linux/workqueue.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/iw_cm.h>
+#include <rdma/restrack.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "rdma.h"
@@ -124,4 +127,61 @@ void oxrdma_copy_kernel(void *dst, u64 src, size_t len)
 void oxrdma_sysfs_attr_init(struct attribute *attr)
 {
 	sysfs_attr_init(attr);
+}
+
+void oxrdma_qp_refs_init(struct oxrdma_qp_refs *r)
+{
+	atomic_set(&r->count, 1);
+	init_completion(&r->done);
+}
+
+void oxrdma_qp_refs_get(struct oxrdma_qp_refs *r)
+{
+	atomic_inc(&r->count);
+}
+
+void oxrdma_qp_refs_put(struct oxrdma_qp_refs *r)
+{
+	if (atomic_dec_and_test(&r->count))
+		complete(&r->done);
+}
+
+void oxrdma_qp_refs_drain(struct oxrdma_qp_refs *r)
+{
+	oxrdma_qp_refs_put(r);
+	wait_for_completion(&r->done);
+}
+
+struct ib_qp *oxrdma_qp_by_num(struct ib_device *dev, u32 qpn)
+{
+	struct rdma_restrack_entry *res;
+	struct ib_qp *qp;
+
+	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_QP, qpn);
+	if (IS_ERR(res))
+		return NULL;
+	qp = container_of(res, struct ib_qp, res);
+	rdma_restrack_put(res);
+	return qp;
+}
+
+int oxrdma_iw_event(struct iw_cm_id *id, struct iw_cm_event *ev)
+{
+	return id->event_handler(id, ev);
+}
+
+void oxrdma_iw_add_ref(struct iw_cm_id *id)
+{
+	id->add_ref(id);
+}
+
+void oxrdma_iw_rem_ref(struct iw_cm_id *id)
+{
+	id->rem_ref(id);
+}
+
+void oxrdma_iw_device_init(struct ib_device *dev, const char *ifname)
+{
+	dev->iw_driver_flags = IW_F_NO_PORT_MAP;
+	strscpy(dev->iw_ifname, ifname, sizeof(dev->iw_ifname));
 }

@@ -6,6 +6,7 @@
 #ifndef OXRDMA_RDMA_HELPERS_H
 #define OXRDMA_RDMA_HELPERS_H
 
+#include <linux/completion.h>
 #include <linux/types.h>
 
 struct ib_ucontext;
@@ -54,5 +55,34 @@ struct attribute;
 void oxrdma_sysfs_attr_init(struct attribute *attr);
 /* ktime_get_ns() in microseconds: the clock of the protocol state machines. */
 u64 oxrdma_now_us(void);
+
+/*
+ * iWARP (rust/abstractions/rdma/iwcm.rs and the adapter's iw_* ops).
+ *
+ * A QP's references for the iw_cm (iw_add_ref/iw_rem_ref): the count starts at one, the
+ * owner's; oxrdma_qp_refs_drain() drops that one and waits until the iw_cm has dropped its
+ * own, as destroy_qp must before ib_core frees the QP.
+ */
+struct oxrdma_qp_refs {
+	atomic_t count;
+	struct completion done;
+};
+
+void oxrdma_qp_refs_init(struct oxrdma_qp_refs *r);
+void oxrdma_qp_refs_get(struct oxrdma_qp_refs *r);
+void oxrdma_qp_refs_put(struct oxrdma_qp_refs *r);
+void oxrdma_qp_refs_drain(struct oxrdma_qp_refs *r);
+/* The QP numbered @qpn on @dev (restrack indexes QPs by number), or NULL; not referenced. */
+struct ib_device;
+struct ib_qp;
+struct ib_qp *oxrdma_qp_by_num(struct ib_device *dev, u32 qpn);
+/* cm_id->event_handler(cm_id, ev), cm_id->add_ref(cm_id), cm_id->rem_ref(cm_id) */
+struct iw_cm_id;
+struct iw_cm_event;
+int oxrdma_iw_event(struct iw_cm_id *id, struct iw_cm_event *ev);
+void oxrdma_iw_add_ref(struct iw_cm_id *id);
+void oxrdma_iw_rem_ref(struct iw_cm_id *id);
+/* device->iw_driver_flags = IW_F_NO_PORT_MAP and device->iw_ifname = @ifname (truncated). */
+void oxrdma_iw_device_init(struct ib_device *dev, const char *ifname);
 
 #endif

@@ -21,10 +21,11 @@
 //! (ib_core does not for MRs in 6.12) and freed in `dereg_mr`.
 
 use super::super::bindings;
-use super::attrs::mtu_enum;
+use super::attrs::{mtu_enum, NodeType};
 use super::device::{Device, DeviceHandle, NewDevice};
 use super::driver::{AhInit, CqInit, Driver, QpInit, SrqInit};
 use super::events::{CqEvents, EventObject, QpEvents, Revocable, SrqEvents};
+use super::iwcm::{CmId, ConnParams};
 use super::kmem::{FastRegPages, KernelMem};
 use super::mmap::{self, MmapEntry};
 use super::udata::{Udata, UserCall};
@@ -175,7 +176,25 @@ unsafe fn posted<W>(r: Result, bad: *mut *const W, cur: *const W) -> c_int {
 type UcontextObj<T> = Obj<bindings::ib_ucontext, <T as Driver>::Ucontext>;
 type PdObj<T> = Obj<bindings::ib_pd, <T as Driver>::Pd>;
 type CqObj<T> = Obj<bindings::ib_cq, Tail<<T as Driver>::Cq, bindings::ib_cq>>;
-type QpObj<T> = Obj<bindings::ib_qp, Tail<<T as Driver>::Qp, bindings::ib_qp>>;
+type QpBase<T> = Obj<bindings::ib_qp, Tail<<T as Driver>::Qp, bindings::ib_qp>>;
+
+/// A QP: the object and its tail, then the iw_cm's references on it (`iw_add_ref`), which
+/// `destroy_qp` waits for; initialised once the create succeeded.
+#[repr(C)]
+struct QpObj<T: Driver> {
+    obj: QpBase<T>,
+    refs: Opaque<bindings::oxrdma_qp_refs>,
+}
+
+impl<T: Driver> QpObj<T> {
+    /// # Safety
+    ///
+    /// `ib` is the C structure of a `QpObj<T>` allocation.
+    unsafe fn refs(ib: *mut bindings::ib_qp) -> *mut bindings::oxrdma_qp_refs {
+        // SAFETY: a field of the allocation (function contract).
+        Opaque::raw_get(unsafe { core::ptr::addr_of!((*ib.cast::<Self>()).refs) })
+    }
+}
 type SrqObj<T> = Obj<bindings::ib_srq, Tail<<T as Driver>::Srq, bindings::ib_srq>>;
 type AhObj<T> = Obj<bindings::ib_ah, <T as Driver>::Ah>;
 
@@ -266,6 +285,14 @@ impl<T: Driver> Adapter<T> {
             alloc_hw_port_stats: T::HAS_HW_STATS.then_some(Self::alloc_hw_port_stats as _),
             get_hw_stats: T::HAS_HW_STATS.then_some(Self::get_hw_stats as _),
             map_mr_sg: T::HAS_ALLOC_MR.then_some(Self::map_mr_sg as _),
+            iw_connect: T::HAS_IW_CONNECT.then_some(Self::iw_connect as _),
+            iw_accept: T::HAS_IW_CONNECT.then_some(Self::iw_accept as _),
+            iw_reject: T::HAS_IW_CONNECT.then_some(Self::iw_reject as _),
+            iw_create_listen: T::HAS_IW_CONNECT.then_some(Self::iw_create_listen as _),
+            iw_destroy_listen: T::HAS_IW_CONNECT.then_some(Self::iw_destroy_listen as _),
+            iw_add_ref: T::HAS_IW_CONNECT.then_some(Self::iw_add_ref as _),
+            iw_rem_ref: T::HAS_IW_CONNECT.then_some(Self::iw_rem_ref as _),
+            iw_get_qp: T::HAS_IW_CONNECT.then_some(Self::iw_get_qp as _),
             dereg_mr: Some(Self::dereg_mr),
             size_ib_ucontext: size_of::<UcontextObj<T>>(),
             size_ib_pd: size_of::<PdObj<T>>(),
@@ -716,12 +743,13 @@ impl<T: Driver> Adapter<T> {
             };
             // SAFETY: ib_core frees the QP after `destroy_qp` or the failed create; `udata` is
             // NULL or this user call's driver udata.
-            let (tail, (qpn, granted)) = unsafe { QpObj::<T>::create(ibqp, udata, make)? };
+            let (tail, (qpn, granted)) = unsafe { QpBase::<T>::create(ibqp, udata, make)? };
             caps_to(&granted, &mut ia.cap);
             // SAFETY: a new `QpObj<T>`; `qp_num` is ib_core's to read back.
             unsafe {
                 (*ibqp).qp_num = qpn;
-                QpObj::<T>::init(ibqp, tail);
+                QpBase::<T>::init(ibqp, tail);
+                bindings::oxrdma_qp_refs_init(QpObj::<T>::refs(ibqp));
             }
             Ok(0)
         })
@@ -734,8 +762,15 @@ impl<T: Driver> Adapter<T> {
         ibqp: *mut bindings::ib_qp,
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
-        // SAFETY: ib_core's one destroy of a created QP (function contract).
-        unsafe { QpObj::<T>::destroy(ibqp, T::destroy_qp) }
+        // SAFETY: ib_core's one destroy of a created QP (function contract). The driver's
+        // hook ends the QP's connection, if any; the iw_cm drops its references once told the
+        // connection closed, and only then may the QP go.
+        unsafe {
+            QpBase::<T>::destroy(ibqp, |d| {
+                T::destroy_qp(d);
+                bindings::oxrdma_qp_refs_drain(QpObj::<T>::refs(ibqp));
+            })
+        }
     }
 
     /// # Safety
@@ -749,7 +784,7 @@ impl<T: Driver> Adapter<T> {
     ) -> c_int {
         from_result(|| {
             // SAFETY: live QP (function contract).
-            let qp = unsafe { &QpObj::<T>::part(ibqp).data };
+            let qp = unsafe { &QpBase::<T>::part(ibqp).data };
             // SAFETY: valid for the call.
             let attrs = qp_attrs_from(unsafe { &*attr }, mask as u32)?;
             T::modify_qp(qp, &attrs)?;
@@ -768,7 +803,7 @@ impl<T: Driver> Adapter<T> {
     ) -> c_int {
         from_result(|| {
             // SAFETY: live QP (function contract).
-            let q = T::query_qp(unsafe { &QpObj::<T>::part(ibqp).data })?;
+            let q = T::query_qp(unsafe { &QpBase::<T>::part(ibqp).data })?;
             // SAFETY: valid for writes (function contract); the QP is live.
             unsafe { qp_attrs_to(&q, &mut *attr, &mut *init, (*ibqp).qp_type) };
             Ok(0)
@@ -784,7 +819,7 @@ impl<T: Driver> Adapter<T> {
         bad: *mut *const bindings::ib_send_wr,
     ) -> c_int {
         // SAFETY: live QP (function contract).
-        let qp = unsafe { &QpObj::<T>::part(ibqp).data };
+        let qp = unsafe { &QpBase::<T>::part(ibqp).data };
         // SAFETY: live QP; ib_core set its type before creating it.
         let qp_type = unsafe { (*ibqp).qp_type };
         let ud =
@@ -807,7 +842,7 @@ impl<T: Driver> Adapter<T> {
         bad: *mut *const bindings::ib_recv_wr,
     ) -> c_int {
         // SAFETY: live QP (function contract).
-        let qp = unsafe { &QpObj::<T>::part(ibqp).data };
+        let qp = unsafe { &QpBase::<T>::part(ibqp).data };
         // SAFETY: a valid chain for the call (function contract).
         let mut wrs = unsafe { RecvWrs::new(wr) };
         let r = T::post_recv(qp, &mut wrs);
@@ -918,7 +953,7 @@ impl<T: Driver> Adapter<T> {
         // union is a valid `raw` array.
         let g = unsafe { (*gid).raw };
         // SAFETY: live QP (function contract).
-        let qp = unsafe { &QpObj::<T>::part(ibqp).data };
+        let qp = unsafe { &QpBase::<T>::part(ibqp).data };
         from_result(|| op(qp, &g, lid).map(|()| 0))
     }
 
@@ -1201,6 +1236,122 @@ impl<T: Driver> Adapter<T> {
 
     // ---- sysfs ----------------------------------------------------------------------------------
 
+    // ---- iWARP connection management --------------------------------------------------------
+
+    /// # Safety
+    ///
+    /// Called by the iw_cm with a live identifier of our device and valid parameters.
+    unsafe extern "C" fn iw_connect(
+        id: *mut bindings::iw_cm_id,
+        params: *mut bindings::iw_cm_conn_param,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: live identifier and parameters for the call (function contract).
+            let (id, params) = unsafe { (CmId::from_raw(id), ConnParams::from_raw(params)) };
+            // SAFETY: the identifier's device is our registered device.
+            let dev = unsafe { Device::<T>::from_ib((*id.as_raw()).device) };
+            T::iw_connect(dev, id, &params)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// As for `iw_connect`.
+    unsafe extern "C" fn iw_accept(
+        id: *mut bindings::iw_cm_id,
+        params: *mut bindings::iw_cm_conn_param,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: live identifier and parameters for the call (function contract).
+            let (id, params) = unsafe { (CmId::from_raw(id), ConnParams::from_raw(params)) };
+            // SAFETY: the identifier's device is our registered device.
+            let dev = unsafe { Device::<T>::from_ib((*id.as_raw()).device) };
+            T::iw_accept(dev, id, &params)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by the iw_cm with a live identifier of our device; `pdata` valid for `len`
+    /// bytes (or NULL).
+    unsafe extern "C" fn iw_reject(
+        id: *mut bindings::iw_cm_id,
+        pdata: *const core::ffi::c_void,
+        len: u8,
+    ) -> c_int {
+        from_result(|| {
+            // SAFETY: live identifier for the call (function contract).
+            let id = unsafe { CmId::from_raw(id) };
+            let pd = if pdata.is_null() || len == 0 {
+                &[][..]
+            } else {
+                // SAFETY: valid for `len` bytes (function contract).
+                unsafe { core::slice::from_raw_parts(pdata.cast::<u8>(), len.into()) }
+            };
+            // SAFETY: the identifier's device is our registered device.
+            let dev = unsafe { Device::<T>::from_ib((*id.as_raw()).device) };
+            T::iw_reject(dev, id, pd)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by the iw_cm with a live identifier of our device.
+    unsafe extern "C" fn iw_create_listen(id: *mut bindings::iw_cm_id, backlog: c_int) -> c_int {
+        from_result(|| {
+            // SAFETY: live identifier for the call (function contract).
+            let id = unsafe { CmId::from_raw(id) };
+            // SAFETY: the identifier's device is our registered device.
+            let dev = unsafe { Device::<T>::from_ib((*id.as_raw()).device) };
+            T::iw_create_listen(dev, id, backlog)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by the iw_cm with a live identifier of our device.
+    unsafe extern "C" fn iw_destroy_listen(id: *mut bindings::iw_cm_id) -> c_int {
+        from_result(|| {
+            // SAFETY: live identifier for the call (function contract).
+            let id = unsafe { CmId::from_raw(id) };
+            // SAFETY: the identifier's device is our registered device.
+            let dev = unsafe { Device::<T>::from_ib((*id.as_raw()).device) };
+            T::iw_destroy_listen(dev, id)?;
+            Ok(0)
+        })
+    }
+
+    /// # Safety
+    ///
+    /// Called by the iw_cm with a live `QpObj<T>` (from `iw_get_qp`).
+    unsafe extern "C" fn iw_add_ref(ibqp: *mut bindings::ib_qp) {
+        // SAFETY: live QP whose refs were initialised at create (function contract).
+        unsafe { bindings::oxrdma_qp_refs_get(QpObj::<T>::refs(ibqp)) };
+    }
+
+    /// # Safety
+    ///
+    /// Called by the iw_cm for a reference it took with `iw_add_ref`.
+    unsafe extern "C" fn iw_rem_ref(ibqp: *mut bindings::ib_qp) {
+        // SAFETY: the QP is not freed while this reference is held (destroy waits for it).
+        unsafe { bindings::oxrdma_qp_refs_put(QpObj::<T>::refs(ibqp)) };
+    }
+
+    /// # Safety
+    ///
+    /// Called by the iw_cm with our registered device.
+    unsafe extern "C" fn iw_get_qp(
+        ib: *mut bindings::ib_device,
+        qpn: c_int,
+    ) -> *mut bindings::ib_qp {
+        // SAFETY: a registered device (function contract); restrack indexes its QPs.
+        unsafe { bindings::oxrdma_qp_by_num(ib, qpn as u32) }
+    }
+
     /// Sets up the `hca_type` attribute group in the device's allocation; returns it.
     ///
     /// # Safety
@@ -1273,6 +1424,10 @@ impl<T: Driver> DeviceHandle<T> {
             (*d).num_comp_vectors = 1;
             (*d).uverbs_cmd_mask |= T::UVERBS_CMD_MASK;
             (*d).node_guid = u64::from_ne_bytes(params.node_guid);
+            if params.node_type == NodeType::Rnic {
+                // The iw_cm asks the port mapper nothing of a device without port mapping.
+                bindings::oxrdma_iw_device_init(d, params.netdev.name().as_char_ptr());
+            }
             let desc = T::NODE_DESC.as_bytes();
             let node_desc = &mut (*d).node_desc;
             let n = desc.len().min(node_desc.len() - 1);

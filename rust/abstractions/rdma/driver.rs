@@ -16,6 +16,7 @@
 use super::attrs::{driver_id, DeviceAttrs, HwStat, LinkLayer, PortAttrs, PortImmutable};
 use super::device::Device;
 use super::events::{CqEvents, QpEvents, SrqEvents};
+use super::iwcm::{CmId, ConnParams};
 use super::kmem::{FastRegPages, KernelMem};
 use super::udata::{Udata, UserCall};
 use super::umem::UserMem;
@@ -291,6 +292,32 @@ pub trait Driver: Send + Sync + Sized + 'static {
     /// The content of the device's `hca_type` sysfs attribute (the attribute exists only if
     /// this is implemented).
     fn hca_type(_dev: &Device<Self>) -> &'static CStr {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+
+    // ---- iWARP connection management (the five are installed together, with the binding's
+    // own `iw_add_ref`, `iw_rem_ref` and `iw_get_qp`): see [`super::iwcm`] --------------------
+
+    /// Connects QP `params.qpn` to `id`'s remote address; the outcome is reported to `id` as
+    /// a connect reply. Returns once the attempt is under way.
+    fn iw_connect(_dev: &Device<Self>, _id: &CmId, _params: &ConnParams<'_>) -> Result {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Accepts the connection request `id` stands for (its provider token) on QP
+    /// `params.qpn`; reports `Established` to `id` once done.
+    fn iw_accept(_dev: &Device<Self>, _id: &CmId, _params: &ConnParams<'_>) -> Result {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Rejects the connection request `id` stands for, with `private_data` for the peer.
+    fn iw_reject(_dev: &Device<Self>, _id: &CmId, _private_data: &[u8]) -> Result {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Listens on `id`'s local address; each connection request is reported to `id`.
+    fn iw_create_listen(_dev: &Device<Self>, _id: &CmId, _backlog: i32) -> Result {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
+    /// Stops listening on `id`: no request is reported to it after this returns.
+    fn iw_destroy_listen(_dev: &Device<Self>, _id: &CmId) -> Result {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
 }

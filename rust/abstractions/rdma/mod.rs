@@ -13,6 +13,7 @@ pub mod attrs;
 pub mod device;
 pub mod driver;
 pub mod events;
+pub mod iwcm;
 pub mod kmem;
 pub mod link;
 pub mod mmap;
