@@ -4,6 +4,7 @@
 use crate::ah::{Ah, AhInner};
 use crate::cq::CqInner;
 use crate::dev::RoceDev;
+use crate::iwcm::IwCm;
 use crate::mr::{Mr, MrMem};
 use crate::ox::error::code;
 use crate::ox::ida::{Ida, IdaId};
@@ -15,6 +16,7 @@ use crate::ox::rdma::device::Device;
 use crate::ox::rdma::driver::{
     AhInit, CqCreated, CqInit, Driver, MrCreated, QpCreated, QpInit, SrqCreated, SrqInit,
 };
+use crate::ox::rdma::iwcm::{CmId, ConnParams};
 use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
 use crate::ox::rdma::mmap::RingBuf;
 use crate::ox::rdma::udata::{Udata, UserCall};
@@ -73,7 +75,7 @@ const ROCE_CORE_CAPS: u32 = core_cap::PROT_ROCE
 /// The largest management datagram (`IB_MGMT_MAD_SIZE`).
 const MAD_SIZE: u32 = 256;
 /// iWARP. `IW_CM` comes with the iw_cm ops.
-const IWARP_CORE_CAPS: u32 = core_cap::PROT_IWARP;
+const IWARP_CORE_CAPS: u32 = core_cap::PROT_IWARP | core_cap::IW_CM;
 
 /// What kind of device: RoCE or iWARP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +115,8 @@ pub(crate) struct OxDevice {
     port_active: AtomicBool,
     /// PD numbers of the live PDs.
     pd_ids: Arc<Ida>,
+    /// iWARP connections being set up and listeners (an iWARP device's).
+    iw: Arc<IwCm>,
 }
 
 impl OxDevice {
@@ -125,6 +129,7 @@ impl OxDevice {
     ) -> Result<Self> {
         let pd_ids = Ida::new(1, limits::MAX_PD as u32)?;
         let roce = RoceDev::new(netdev.clone(), rx.crc())?;
+        let iw = IwCm::new(roce.clone())?;
         // Last: from here the receiver holds the device until `unregistered` (also when the
         // registration fails: ib_core then calls `dealloc_driver` too).
         if kind == NodeKind::Roce {
@@ -136,7 +141,16 @@ impl OxDevice {
             rx,
             port_active: AtomicBool::new(active),
             pd_ids,
+            iw,
         })
+    }
+
+    /// The iWARP connection manager of an iWARP device.
+    fn iwarp_cm(&self) -> Result<&Arc<IwCm>> {
+        match self.kind {
+            NodeKind::Iwarp => Ok(&self.iw),
+            NodeKind::Roce => Err(code::eopnotsupp()),
+        }
     }
 
     /// The netdev is going away: stop using it (under the RTNL).
@@ -313,21 +327,19 @@ impl Driver for OxDevice {
     }
 
     fn unregistered(dev: &Device<Self>) {
+        dev.iw.shutdown();
         dev.rx.remove(&dev.roce);
         dev.roce.shutdown();
         crate::link::forget(dev);
     }
 
     fn create_cq(
-        dev: &Device<Self>,
+        _dev: &Device<Self>,
         init: CqInit,
         mut ctx: Option<&mut UserCall<'_>>,
     ) -> Result<CqCreated<Cq>> {
         if init.cqe > limits::MAX_CQE as u32 || init.cqe == 0 {
             return Err(EINVAL);
-        }
-        if dev.kind != NodeKind::Roce {
-            return Err(code::eopnotsupp());
         }
         let kernel = ctx.is_none();
         let (cq, slots, offset, len) =
@@ -362,7 +374,8 @@ impl Driver for OxDevice {
             QpType::Gsi if ctx.is_none() => {}
             _ => return Err(code::eopnotsupp()),
         }
-        if dev.kind != NodeKind::Roce {
+        // iWARP is reliable connected only.
+        if dev.kind == NodeKind::Iwarp && init.qp_type != QpType::Rc {
             return Err(code::eopnotsupp());
         }
         if init.create_flags != 0 {
@@ -451,6 +464,7 @@ impl Driver for OxDevice {
                 sig_all: init.sig_all,
                 events: init.events,
                 kernel: ctx.is_none(),
+                iwarp: dev.kind == NodeKind::Iwarp,
             })
         };
         let qp = if gsi {
@@ -472,7 +486,7 @@ impl Driver for OxDevice {
     }
 
     fn modify_qp(qp: &Qp, attrs: &QpAttrs) -> Result {
-        if attrs.state == Some(QpState::Rtr) {
+        if attrs.state == Some(QpState::Rtr) && !qp.0.is_iwarp() {
             let rx = crate::link::roce_rx().ok_or(ENODEV)?;
             qp.0.dev().open_tunnel(&rx)?;
         }
@@ -670,6 +684,26 @@ impl Driver for OxDevice {
 
     fn dereg_mr(mr: &MrData) {
         mr.dev.remove_mr(mr.key);
+    }
+
+    fn iw_connect(dev: &Device<Self>, id: &CmId, params: &ConnParams<'_>) -> Result {
+        dev.iwarp_cm()?.connect(id, params)
+    }
+
+    fn iw_accept(dev: &Device<Self>, id: &CmId, params: &ConnParams<'_>) -> Result {
+        dev.iwarp_cm()?.accept(id, params)
+    }
+
+    fn iw_reject(dev: &Device<Self>, id: &CmId, private_data: &[u8]) -> Result {
+        dev.iwarp_cm()?.reject(id, private_data)
+    }
+
+    fn iw_create_listen(dev: &Device<Self>, id: &CmId, backlog: i32) -> Result {
+        dev.iwarp_cm()?.create_listen(id, backlog)
+    }
+
+    fn iw_destroy_listen(dev: &Device<Self>, id: &CmId) -> Result {
+        dev.iwarp_cm()?.destroy_listen(id)
     }
 }
 

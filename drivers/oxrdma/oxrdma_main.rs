@@ -55,6 +55,8 @@ mod dev;
 #[forbid(unsafe_code)]
 mod device;
 #[forbid(unsafe_code)]
+mod iwcm;
+#[forbid(unsafe_code)]
 mod link;
 #[forbid(unsafe_code)]
 mod mcast;

@@ -56,13 +56,16 @@ use kernel::{
     alloc::KVec,
     impl_has_work, new_work,
     prelude::*,
-    sync::{Arc, ArcBorrow},
+    sync::{Arc, ArcBorrow, Mutex},
     workqueue::{Work, WorkItem},
 };
 
 mod datagram;
+mod iwarp;
 mod recv;
 mod send;
+
+pub(crate) use iwarp::{IwParams, MAX_IRD};
 
 /// Send WQEs the requester holds at once (more wait in the SQ ring).
 pub(crate) const REQ_WQES: usize = 128;
@@ -238,6 +241,8 @@ pub(crate) struct QpState {
     ud_psn: Psn,
     /// A UC QP's receive sequence (RC QPs have their responder instead).
     uc: UcReceiver,
+    /// An iWARP QP's protocol state, while connected.
+    iw: Option<KBox<iwarp::IwProto>>,
     dead: bool,
 }
 
@@ -260,6 +265,11 @@ pub(crate) struct QpInner {
     kernel: bool,
     /// In the error state (a mirror for the kernel post path, which does not take `st`).
     errored: AtomicBool,
+    /// A QP of an iWARP device: its data path is `qp/iwarp.rs`, over a TCP connection.
+    iwarp: bool,
+    /// An iWARP QP's connection (taken before `st`; process context only).
+    #[pin]
+    iw_io: Mutex<Option<iwarp::IwIo>>,
     #[pin]
     st: SpinLockBh<QpState>,
     /// Kernel users: the producer side of the SQ.
@@ -323,6 +333,7 @@ pub(crate) struct NewQp {
     pub(crate) sig_all: bool,
     pub(crate) events: QpEvents,
     pub(crate) kernel: bool,
+    pub(crate) iwarp: bool,
 }
 
 fn wc_opcode_of(op: WrOpcode) -> u8 {
@@ -432,6 +443,8 @@ impl QpInner {
                 events: p.events,
                 kernel: p.kernel,
                 errored: AtomicBool::new(false),
+                iwarp: p.iwarp,
+                iw_io <- kernel::new_mutex!(None, "oxrdma_qp_iw"),
                 sq_post <- post_view(slots),
                 work <- new_work!("oxrdma_qp"),
                 timer <- Timer::new(this),
@@ -452,6 +465,7 @@ impl QpInner {
                     sqd_notify: false,
                     ud_psn: Psn::new(0),
                     uc: UcReceiver::new(Psn::new(0)),
+                    iw: None,
                     dead: false,
                 }, "oxrdma_qp"),
             }),
@@ -462,11 +476,19 @@ impl QpInner {
     /// Runs the send side now (any context but hard interrupt): takes new WQEs, handles the
     /// deadlines, transmits, completes; sets the timer for the next deadline.
     pub(crate) fn run(self: &Arc<Self>) {
+        if self.iwarp {
+            self.iw_run();
+            return;
+        }
         self.run_passes(PROCESS_PASSES);
     }
 
     /// [`QpInner::run`] from softirq context: one pass, the rest from the work item.
     pub(crate) fn run_softirq(self: &Arc<Self>) {
+        if self.iwarp {
+            self.kick();
+            return;
+        }
         self.run_passes(1);
     }
 
@@ -508,6 +530,11 @@ impl QpInner {
         &self.dev
     }
 
+    /// Whether this is a QP of an iWARP device.
+    pub(crate) fn is_iwarp(&self) -> bool {
+        self.iwarp
+    }
+
     /// Whether this is a kernel user's QP (else a process's).
     pub(crate) fn is_kernel(&self) -> bool {
         self.kernel
@@ -522,6 +549,9 @@ impl QpInner {
     // ---- verbs ------------------------------------------------------------------------------
 
     pub(crate) fn modify(self: &Arc<Self>, a: &QpAttrs) -> Result {
+        if self.iwarp {
+            return self.iw_modify(a);
+        }
         // What a move to RTR or RTS builds, allocated first: the QP's lock is a spinlock, and a
         // failed allocation must leave the QP as it was.
         let connected = !self.is_datagram();
@@ -684,7 +714,10 @@ impl QpInner {
     }
 
     /// Destroy: no more processing (process context); the device forgets the QP next.
-    pub(crate) fn destroy(&self) {
+    pub(crate) fn destroy(self: &Arc<Self>) {
+        if self.iwarp {
+            self.iw_destroy();
+        }
         self.stop();
         let mut st = self.st.lock();
         st.dead = true;
@@ -715,6 +748,7 @@ impl QpInner {
         }
         st.outgoing.clear_all();
         st.held_ack = None;
+        st.iw = None;
         for o in st.ops.iter_mut() {
             *o = None;
         }
@@ -741,6 +775,9 @@ impl QpInner {
             }
         }
         self.complete_sends(st);
+        if self.iwarp {
+            self.iw_flush_ops(st, first);
+        }
         // Unfinished in-flight ops the requester never saw.
         st.recv = None;
         st.write = None;

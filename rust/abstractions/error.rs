@@ -31,5 +31,6 @@ pub mod code {
         econnaborted => ECONNABORTED,
         etimedout => ETIMEDOUT,
         enotconn => ENOTCONN,
+        eproto => EPROTO,
     );
 }

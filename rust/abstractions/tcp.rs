@@ -278,6 +278,12 @@ impl TcpSocket {
         }
     }
 
+    /// The effective maximum segment size of a connected socket (`mss_cache`).
+    pub fn mss(&self) -> u32 {
+        // SAFETY: `sk` is valid (type invariant); the helper reads the field once.
+        unsafe { bindings::oxrdma_tcp_mss(self.sk()) }
+    }
+
     /// The socket's pending error (`sk_err`: `ECONNREFUSED`, `ECONNRESET`, `ETIMEDOUT`, ...),
     /// if any. Not cleared.
     pub fn error(&self) -> Option<Error> {

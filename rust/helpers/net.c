@@ -303,6 +303,11 @@ int oxrdma_sk_err(const struct sock *sk)
 	return READ_ONCE(sk->sk_err);
 }
 
+u32 oxrdma_tcp_mss(const struct sock *sk)
+{
+	return READ_ONCE(tcp_sk(sk)->mss_cache);
+}
+
 int oxrdma_sockaddr_set(struct sockaddr_storage *ss, bool v6, const u8 *ip, u16 port, u32 scope)
 {
 	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;

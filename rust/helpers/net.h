@@ -120,6 +120,8 @@ int oxrdma_tcp_sock_create(struct net *net, int family, struct socket **res);
 struct sock *oxrdma_socket_sk(struct socket *sock);
 int oxrdma_sk_state(const struct sock *sk);
 int oxrdma_sk_err(const struct sock *sk);
+/* tcp_sk(sk)->mss_cache: the current effective MSS of a TCP socket. */
+u32 oxrdma_tcp_mss(const struct sock *sk);
 /*
  * Fills @ss with an AF_INET (@v6 false: @ip holds 4 bytes) or AF_INET6 (@ip 16 bytes, @scope
  * the scope id) address and @port (host order); returns the address length to pass along.

@@ -125,7 +125,6 @@ impl OxContext {
     }
 
     /// What the kernel reported; `None` before [`Self::set_info`].
-    #[allow(dead_code)] // First users: the QP and CQ code.
     pub(crate) fn info(&self) -> Option<ContextInfo> {
         Some(ContextInfo {
             kind: DeviceKind::from_uapi(self.kind)?,

@@ -600,23 +600,29 @@ impl QpInner {
             {
                 error = Some(status);
             }
-            if status != wc_status::SUCCESS || self.sig_all || op.flags & WQE_FLAG_SIGNALED != 0 {
-                self.send_cq.push(
-                    &Cqe {
-                        wr_id: op.wr_id,
-                        status,
-                        opcode: wc_opcode_of(op.opcode),
-                        byte_len: op.len,
-                        qp_num: self.qpn,
-                        ..Default::default()
-                    },
-                    false,
-                    &self.events,
-                );
-            }
+            self.complete_op(&op, status);
         }
         if error.is_some() && st.state != St::Err {
             self.to_error(st, None);
+        }
+    }
+
+    /// Reports the completion of send operation `op` with `status`, if it is signaled or
+    /// failed.
+    pub(super) fn complete_op(&self, op: &SendOp, status: u8) {
+        if status != wc_status::SUCCESS || self.sig_all || op.flags & WQE_FLAG_SIGNALED != 0 {
+            self.send_cq.push(
+                &Cqe {
+                    wr_id: op.wr_id,
+                    status,
+                    opcode: wc_opcode_of(op.opcode),
+                    byte_len: op.len,
+                    qp_num: self.qpn,
+                    ..Default::default()
+                },
+                false,
+                &self.events,
+            );
         }
     }
 }

@@ -50,12 +50,31 @@ unsafe fn recorded_state(qp: *const sys::ibv_qp) -> sys::ibv_qp_state {
 unsafe fn can_post_send(qp: *const sys::ibv_qp) -> bool {
     // SAFETY: per the contract.
     let s = unsafe { recorded_state(qp) };
-    !matches!(
-        s,
-        sys::ibv_qp_state_IBV_QPS_RESET
-            | sys::ibv_qp_state_IBV_QPS_INIT
-            | sys::ibv_qp_state_IBV_QPS_RTR
-    )
+    match s {
+        sys::ibv_qp_state_IBV_QPS_RESET => false,
+        // rdma_cm moves an iWARP QP to RTR in the kernel, and oxrdma's iWARP connection
+        // manager to RTS once the connection is up: libibverbs still records INIT. Work
+        // posted before the connection is up waits in the ring.
+        // SAFETY: per the contract.
+        sys::ibv_qp_state_IBV_QPS_INIT | sys::ibv_qp_state_IBV_QPS_RTR => unsafe {
+            qp_is_iwarp(qp)
+        },
+        _ => true,
+    }
+}
+
+/// Whether `qp` is a QP of an iWARP device.
+///
+/// # Safety
+///
+/// As for [`recorded_state`].
+unsafe fn qp_is_iwarp(qp: *const sys::ibv_qp) -> bool {
+    // SAFETY: a live QP's `context` is the `context` member of the live verbs_context it
+    // was created in, the first member of an OxContext of this provider (alloc_context),
+    // whose fields are set before any QP exists.
+    let ctx = unsafe { verbs_ctx((*qp).context).cast::<OxContext>().as_ref() };
+    ctx.and_then(OxContext::info)
+        .is_some_and(|i| i.kind == crate::device::DeviceKind::Iwarp)
 }
 
 /// Posting receives is an immediate error only in RESET.

@@ -1,0 +1,1328 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The iWARP data path of an RC QP: RDMAP messages in DDP segments framed by MPA over the QP's
+//! TCP connection (RFC 5040, 5041, 5044).
+//!
+//! Two parts, two locks. The protocol state ([`IwProto`]: framing, message sequence numbers,
+//! the message being sent, inbound RDMA READs to answer, the segment being received) is in
+//! the QP's [`QpState`], under its spinlock, like the RoCE engine's. The socket and its
+//! buffers ([`IwIo`]) are under a sleeping mutex, taken first, only in process context: the
+//! QP's work item, or the doorbell system call of a process. One run of [`QpInner::iw_run`]
+//! receives what the socket has (bounded), then frames what can be sent into the transmit
+//! buffer and hands it to the socket until the socket is full; the socket's callbacks queue
+//! the work item again.
+//!
+//! Completions: a SEND or RDMA WRITE completes once its last byte is in the socket (as siw's
+//! do), an RDMA READ once its last response byte is placed; in posting order.
+//!
+//! The end of a connection: the peer closing (end of stream) reports `Disconnect`; any error
+//! (a TERMINATE received or sent, the socket's error, the QP moved to the error state) aborts
+//! the connection; either way the QP goes to the error state, its work is flushed, and
+//! `Close` is reported, once, after which the iw_cm lets go of the QP.
+
+use super::*;
+use crate::ox::error::code;
+use crate::ox::rdma::iwcm::{CmId, Event as CmEvent, EventKind};
+use crate::ox::tcp::{TcpEvents, TcpSocket};
+use crate::uapi::queue::WQE_FLAG_SOLICITED;
+use crate::wire::iwarp::ddp::{
+    self, Opcode as Rdmap, Placement, ReadRequest, Segment, TermCode, Terminate, UntaggedQueue,
+    QN_READ_REQUEST, QN_SEND, QN_TERMINATE,
+};
+use crate::wire::iwarp::mpa::{Framer, CRC_LEN, LEN_FIELD, MARKER_LEN};
+use crate::wire::iwarp::stream::{Deframer, Event};
+use kernel::types::ARef;
+
+/// Bytes the transmit buffer holds (several FPDUs handed to the socket at once).
+const TX_BUF: usize = 64 * 1024;
+/// Bytes one receive call takes from the socket.
+const RX_BUF: usize = 64 * 1024;
+/// Receive calls of one run before the rest waits for the next run (other QPs share the
+/// workqueue).
+const RX_PASSES: u32 = 16;
+/// Transmit buffer fills of one run.
+const TX_PASSES: u32 = 16;
+/// Inbound RDMA READs a QP answers at once at most (its IRD).
+pub(crate) const MAX_IRD: u16 = 128;
+
+/// What the connection negotiated, for [`QpInner::iw_attach`].
+pub(crate) struct IwParams {
+    /// CRCs sent and checked.
+    pub(crate) crc: bool,
+    /// Markers in what this side sends.
+    pub(crate) markers_tx: bool,
+    /// Markers in what this side receives.
+    pub(crate) markers_rx: bool,
+    /// Inbound RDMA READs this side answers at once.
+    pub(crate) ird: u16,
+    /// Outbound RDMA READs this side may have outstanding.
+    pub(crate) ord: u16,
+    /// The largest ULPDU to send.
+    pub(crate) mulpdu: u16,
+}
+
+/// The socket side of a connected QP (process context, under `QpInner::iw_io`).
+pub(crate) struct IwIo {
+    sock: TcpSocket,
+    cm: ARef<CmId>,
+    /// Framed bytes: `tx[tx_at..tx_len]` are not in the socket yet.
+    tx: KVec<u8>,
+    tx_len: usize,
+    tx_at: usize,
+    /// Payload gathered for the segment being framed.
+    scratch: KVec<u8>,
+    rx: KVec<u8>,
+    /// The peer closed its direction.
+    eof: bool,
+    /// `Disconnect` reported.
+    disconnected: bool,
+}
+
+/// A bounded FIFO in a heap array (6.12's `KVec` has no removal from the front).
+struct Fifo<T: Copy + Default> {
+    buf: KVec<T>,
+    head: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default> Fifo<T> {
+    fn new(cap: usize) -> Result<Self> {
+        Ok(Self {
+            buf: KVec::from_elem(T::default(), cap, GFP_KERNEL)?,
+            head: 0,
+            len: 0,
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn push(&mut self, v: T) -> bool {
+        let cap = self.buf.len();
+        if self.len == cap {
+            return false;
+        }
+        self.buf[(self.head + self.len) % cap] = v;
+        self.len += 1;
+        true
+    }
+
+    fn front(&self) -> Option<T> {
+        (self.len > 0).then(|| self.buf[self.head])
+    }
+
+    fn pop(&mut self) -> Option<T> {
+        let v = self.front()?;
+        self.head = (self.head + 1) % self.buf.len();
+        self.len -= 1;
+        Some(v)
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
+/// The inbound RDMA READ being answered.
+struct Responding {
+    req: ReadRequest,
+    mr: Arc<Mr>,
+    access: Access,
+    sent: u32,
+}
+
+/// Where the payload of the segment being received goes.
+enum RxSeg {
+    /// Nowhere (no payload, or a TERMINATE's copy of headers).
+    Discard,
+    /// An RDMA WRITE: into an MR of this side, through the segment's access.
+    Write {
+        mr: Arc<Mr>,
+        access: Access,
+        at: u64,
+    },
+    /// A SEND: into the receive WQE in progress, at this offset.
+    Recv { at: u64 },
+    /// An RDMA READ response: into the SGEs of the READ `seq`, at this offset.
+    ReadResp { seq: u64, at: u64 },
+}
+
+/// The message being sent from the send queue.
+struct TxMsg {
+    seq: u64,
+    /// The first segment's header (placement at the message start).
+    first: Segment,
+    sent: u32,
+}
+
+/// The protocol state of a connected QP (under the QP's lock).
+pub(crate) struct IwProto {
+    framer: Framer,
+    deframer: Deframer,
+    mulpdu: u16,
+    ird: u16,
+    ord: u16,
+    /// The next operation (sequence) to start sending; operations before it are sent (or
+    /// being sent: `tx_msg`).
+    tx_seq: u64,
+    /// The oldest operation not completed.
+    done_seq: u64,
+    tx_msg: Option<TxMsg>,
+    /// Operations whose work is done (bit `seq % REQ_WQES`), completed in order.
+    finished: u128,
+    /// Operations framed whose bytes must reach the socket before they complete.
+    unflushed: u128,
+    /// Outbound message sequence numbers (last used) of the send and read request queues.
+    send_msn: u32,
+    read_msn: u32,
+    /// RDMA READs sent and not yet answered, oldest first (sequences).
+    reads_out: Fifo<u64>,
+    /// Bytes of the oldest READ's response placed.
+    read_got: u64,
+    rx_send: UntaggedQueue,
+    rx_read: UntaggedQueue,
+    rx_term: UntaggedQueue,
+    rx_seg: RxSeg,
+    /// The header of the segment being received.
+    rx_hdr: Option<Segment>,
+    in_reads: Fifo<ReadRequest>,
+    responding: Option<Responding>,
+    /// A TERMINATE to send before the connection is aborted.
+    terminate: Option<TermCode>,
+    /// The connection must end (error, or the peer closed).
+    abort: bool,
+}
+
+const _: () = assert!(REQ_WQES <= 128, "one bit per operation slot in a u128");
+
+impl IwProto {
+    fn new(p: &IwParams) -> Result<Self> {
+        Ok(Self {
+            framer: Framer::new(p.crc, p.markers_tx),
+            deframer: Deframer::new(p.crc, p.markers_rx),
+            mulpdu: p.mulpdu,
+            ird: p.ird.clamp(1, MAX_IRD),
+            ord: p.ord.max(1),
+            tx_seq: 0,
+            done_seq: 0,
+            tx_msg: None,
+            finished: 0,
+            unflushed: 0,
+            send_msn: 0,
+            read_msn: 0,
+            reads_out: Fifo::new(MAX_RD_ATOMIC)?,
+            read_got: 0,
+            rx_send: UntaggedQueue::new(),
+            rx_read: UntaggedQueue::new(),
+            rx_term: UntaggedQueue::new(),
+            rx_seg: RxSeg::Discard,
+            rx_hdr: None,
+            in_reads: Fifo::new(MAX_IRD.into())?,
+            responding: None,
+            terminate: None,
+            abort: false,
+        })
+    }
+}
+
+fn bit(seq: u64) -> u128 {
+    1 << (seq % REQ_WQES as u64)
+}
+
+/// Queues the QP's work item when its socket has something for it.
+struct Waker {
+    dev: Arc<RoceDev>,
+    qpn: u32,
+}
+
+impl Waker {
+    fn wake(&self) {
+        if let Some(qp) = self.dev.qp(self.qpn) {
+            qp.kick();
+        }
+    }
+}
+
+impl TcpEvents for Waker {
+    fn data_ready(&self) {
+        self.wake();
+    }
+    fn write_space(&self) {
+        self.wake();
+    }
+    fn state_change(&self) {
+        self.wake();
+    }
+}
+
+/// The TERMINATE code of an MR access that failed.
+fn term_of(e: MrError, tagged: bool) -> TermCode {
+    match (e, tagged) {
+        (MrError::Key, _) => TermCode::RDMAP_INVALID_STAG,
+        (MrError::Bounds, _) => TermCode::RDMAP_BASE_BOUNDS,
+        (MrError::Pd, _) => TermCode::RDMAP_STAG_NOT_ASSOCIATED,
+        _ => TermCode::RDMAP_ACCESS,
+    }
+}
+
+impl QpInner {
+    // ---- connection ------------------------------------------------------------------------
+
+    /// Connects the QP to `sock`, whose MPA exchange negotiated `p`: the QP moves to RTS and
+    /// `report` tells the iw_cm (the connection's `ConnectReply` or `Established`) before any
+    /// other event of the connection can be reported. Process context.
+    pub(crate) fn iw_attach(
+        self: &Arc<Self>,
+        mut sock: TcpSocket,
+        cm: ARef<CmId>,
+        p: &IwParams,
+        report: impl FnOnce(&CmId) -> Result,
+    ) -> Result {
+        if !self.iwarp || self.qp_type != QpType::Rc {
+            return Err(EINVAL);
+        }
+        let proto = KBox::new(IwProto::new(p)?, GFP_KERNEL)?;
+        let tx = KVec::from_elem(0u8, TX_BUF, GFP_KERNEL)?;
+        let scratch = KVec::from_elem(0u8, usize::from(p.mulpdu), GFP_KERNEL)?;
+        let rx = KVec::from_elem(0u8, RX_BUF, GFP_KERNEL)?;
+        let waker = Arc::new(
+            Waker {
+                dev: self.dev.clone(),
+                qpn: self.qpn,
+            },
+            GFP_KERNEL,
+        )?;
+        let mut io = self.iw_io.lock();
+        if io.is_some() {
+            return Err(code::eaddrinuse());
+        }
+        {
+            let mut st = self.st.lock();
+            if st.dead || !matches!(st.state, St::Init | St::Rtr | St::Rts) {
+                return Err(EINVAL);
+            }
+            st.state = St::Rts;
+            st.iw = Some(proto);
+        }
+        let attached = sock.watch(waker).and_then(|()| report(&cm));
+        if let Err(e) = attached {
+            let mut st = self.st.lock();
+            st.iw = None;
+            self.to_error(&mut st, None);
+            return Err(e);
+        }
+        *io = Some(IwIo {
+            sock,
+            cm,
+            tx,
+            tx_len: 0,
+            tx_at: 0,
+            scratch,
+            rx,
+            eof: false,
+            disconnected: false,
+        });
+        drop(io);
+        // Data may have come with the MPA exchange's last segment.
+        self.kick();
+        Ok(())
+    }
+
+    /// The verbs' `modify_qp` of an iWARP QP: the IBA states without paths (the connection
+    /// provides them), SQD as the graceful close the iw_cm asks for, the error state as the
+    /// abortive one.
+    pub(super) fn iw_modify(self: &Arc<Self>, a: &QpAttrs) -> Result {
+        let mut st = self.st.lock();
+        let cur = st.state;
+        let next = a.state.unwrap_or(cur);
+        let ok = matches!(
+            (cur, next),
+            (_, St::Err | St::Reset)
+                | (St::Reset, St::Init)
+                | (St::Init, St::Init | St::Rtr | St::Rts)
+                | (St::Rtr, St::Rtr | St::Rts)
+                | (St::Rts, St::Rts | St::Sqd)
+                | (St::Sqd, St::Sqd)
+        );
+        if !ok {
+            return Err(EINVAL);
+        }
+        if let Some(v) = a.access {
+            let all = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
+            st.attrs.access = v & all;
+        }
+        set_max(
+            &mut st.attrs.max_rd_atomic,
+            a.max_rd_atomic,
+            MAX_RD_ATOMIC as u8,
+        )?;
+        set_max(
+            &mut st.attrs.max_dest_rd_atomic,
+            a.max_dest_rd_atomic,
+            MAX_IRD as u8,
+        )?;
+        match next {
+            St::Reset if st.iw.is_some() => return Err(EBUSY),
+            St::Reset => {
+                st.state = St::Reset;
+                self.reset(&mut st);
+            }
+            St::Err if cur != St::Err => {
+                self.to_error(&mut st, None);
+                if let Some(iw) = st.iw.as_mut() {
+                    iw.abort = true;
+                }
+            }
+            // Before the connection is up there is nothing to close.
+            St::Sqd if st.iw.is_none() => return Err(EINVAL),
+            _ => st.state = next,
+        }
+        drop(st);
+        self.kick();
+        Ok(())
+    }
+
+    /// Ends the connection for the QP's destroy: aborts it and reports `Close`, so that the
+    /// iw_cm drops its references on the QP. Process context.
+    pub(super) fn iw_destroy(self: &Arc<Self>) {
+        let io = self.iw_io.lock().take();
+        if let Some(io) = io {
+            self.iw_close(io, true);
+        }
+    }
+
+    /// Closes the connection: aborts it (`abort`) or lets the socket finish what it has,
+    /// then reports `Close` (the iw_cm's reference on the identifier goes with `io`).
+    fn iw_close(&self, io: IwIo, abort: bool) {
+        if abort {
+            io.sock.set_abort_on_close();
+        }
+        io.sock.shutdown();
+        let mut ev = CmEvent::new(EventKind::Close);
+        ev.status = if abort {
+            code::econnreset().to_errno()
+        } else {
+            0
+        };
+        let _ = io.cm.event(&ev);
+        drop(io);
+    }
+
+    // ---- the run ---------------------------------------------------------------------------
+
+    /// Receives, transmits and completes what the connection allows now; ends it on an error
+    /// or when the peer closed. Process context.
+    pub(super) fn iw_run(self: &Arc<Self>) {
+        let mut guard = self.iw_io.lock();
+        let Some(io) = guard.as_mut() else {
+            drop(guard);
+            // Not connected: an error state still flushes what is posted.
+            let mut st = self.st.lock();
+            if st.state == St::Err && !st.dead {
+                self.flush_queues(&mut st);
+                self.iw_flush_ops(&mut st, None);
+            }
+            return;
+        };
+        let mut again = false;
+        let mut sock_err = false;
+        // Receive.
+        let mut passes = 0;
+        while !io.eof {
+            passes += 1;
+            if passes > RX_PASSES {
+                again = true;
+                break;
+            }
+            match io.sock.recv(&mut io.rx) {
+                Ok(0) => io.eof = true,
+                Ok(n) => {
+                    let mut st = self.st.lock();
+                    self.iw_input(&mut st, &io.rx[..n]);
+                    if st.iw.as_ref().map_or(true, |iw| iw.abort) {
+                        break;
+                    }
+                }
+                Err(e) if e == EAGAIN => break,
+                Err(_) => {
+                    sock_err = true;
+                    break;
+                }
+            }
+        }
+        // Transmit.
+        let mut fills = 0;
+        while !sock_err {
+            if io.tx_at < io.tx_len {
+                match io.sock.send(&[&io.tx[io.tx_at..io.tx_len]], false) {
+                    Ok(n) => io.tx_at += n,
+                    Err(e) if e == EAGAIN => break,
+                    Err(_) => {
+                        sock_err = true;
+                        break;
+                    }
+                }
+                if io.tx_at < io.tx_len {
+                    continue;
+                }
+            }
+            io.tx_len = 0;
+            io.tx_at = 0;
+            fills += 1;
+            if fills > TX_PASSES {
+                again = true;
+                break;
+            }
+            let mut st = self.st.lock();
+            self.iw_flushed(&mut st);
+            io.tx_len = self.iw_fill(&mut st, &mut io.tx, &mut io.scratch);
+            if io.tx_len == 0 {
+                break;
+            }
+        }
+        // The end of the connection.
+        let mut st = self.st.lock();
+        let sqd = st.state == St::Sqd;
+        let Some(iw) = st.iw.as_mut() else {
+            return;
+        };
+        let graceful = sqd && io.tx_len == 0 && iw.tx_msg.is_none();
+        let abort = iw.abort || sock_err || io.sock.error().is_some();
+        if io.eof && !io.disconnected {
+            io.disconnected = true;
+            let _ = io.cm.event(&CmEvent::new(EventKind::Disconnect));
+        }
+        if abort || io.eof || graceful {
+            if st.state != St::Err {
+                self.to_error(&mut st, None);
+            }
+            // A TERMINATE goes out first, if the socket takes it.
+            if let Some(t) = st.iw.as_mut().and_then(|iw| iw.terminate.take()) {
+                let mut buf = [0u8; 64];
+                if let Some(n) = st
+                    .iw
+                    .as_mut()
+                    .and_then(|iw| frame_terminate(iw, t, &mut buf))
+                {
+                    let _ = io.sock.send(&[&buf[..n]], false);
+                }
+            }
+            st.iw = None;
+            drop(st);
+            if let Some(io) = guard.take() {
+                self.iw_close(io, abort);
+            }
+            return;
+        }
+        drop(st);
+        drop(guard);
+        if again {
+            self.kick();
+        }
+    }
+
+    /// The transmit buffer reached the socket: what was framed into it may complete.
+    fn iw_flushed(&self, st: &mut QpState) {
+        if let Some(iw) = st.iw.as_mut() {
+            iw.finished |= iw.unflushed;
+            iw.unflushed = 0;
+        }
+        self.iw_complete(st);
+    }
+
+    /// Completes the finished operations, oldest first, up to the first unfinished one.
+    fn iw_complete(&self, st: &mut QpState) {
+        loop {
+            let Some(iw) = st.iw.as_mut() else { return };
+            let seq = iw.done_seq;
+            if seq == iw.tx_seq || iw.finished & bit(seq) == 0 {
+                return;
+            }
+            iw.finished &= !bit(seq);
+            iw.done_seq += 1;
+            let idx = (seq % REQ_WQES as u64) as usize;
+            let Some(op) = st.ops[idx].take() else {
+                continue;
+            };
+            let status = op.local_error.unwrap_or(wc_status::SUCCESS);
+            self.complete_op(&op, status);
+            if status != wc_status::SUCCESS {
+                self.iw_fail(st, None);
+                return;
+            }
+        }
+    }
+
+    /// Completes every operation taken and not completed with a flush error (the first with
+    /// `first`, if given): the QP is in the error state.
+    pub(super) fn iw_flush_ops(&self, st: &mut QpState, first: Option<u8>) {
+        let mut first = first;
+        let (from, to) = match st.iw.as_ref() {
+            Some(iw) => (iw.done_seq, st.next_seq),
+            None => (st.next_seq.saturating_sub(REQ_WQES as u64), st.next_seq),
+        };
+        for seq in from..to {
+            let idx = (seq % REQ_WQES as u64) as usize;
+            let Some(op) = st.ops[idx].take() else {
+                continue;
+            };
+            let status = op
+                .local_error
+                .or(first.take())
+                .unwrap_or(wc_status::WR_FLUSH_ERR);
+            self.send_cq.push(
+                &Cqe {
+                    wr_id: op.wr_id,
+                    status,
+                    opcode: wc_opcode_of(op.opcode),
+                    qp_num: self.qpn,
+                    ..Default::default()
+                },
+                false,
+                &self.events,
+            );
+        }
+        if let Some(iw) = st.iw.as_mut() {
+            iw.done_seq = st.next_seq;
+            iw.tx_seq = st.next_seq;
+            iw.tx_msg = None;
+            iw.finished = 0;
+            iw.unflushed = 0;
+            iw.reads_out.clear();
+            iw.responding = None;
+            iw.in_reads.clear();
+        }
+        // A receive in progress is flushed with the rest of the receive queue.
+        if let Some(p) = st.recv.take() {
+            self.recv_cq.push(
+                &Cqe {
+                    wr_id: p.entry.wr_id,
+                    status: wc_status::WR_FLUSH_ERR,
+                    opcode: wc_opcode::RECV,
+                    qp_num: self.qpn,
+                    ..Default::default()
+                },
+                false,
+                &self.events,
+            );
+        }
+    }
+
+    /// The connection failed: TERMINATE `t` (if given) goes to the peer, the QP to the error
+    /// state, the connection is aborted.
+    fn iw_fail(&self, st: &mut QpState, t: Option<TermCode>) {
+        if let Some(iw) = st.iw.as_mut() {
+            if iw.terminate.is_none() {
+                iw.terminate = t;
+            }
+            iw.abort = true;
+        }
+        if st.state != St::Err {
+            self.to_error(st, None);
+            self.events.raise(QpEvent::Fatal);
+        }
+    }
+
+    // ---- transmit --------------------------------------------------------------------------
+
+    /// Takes the SQ's new WQEs into the operation slots (validated and copied once).
+    fn iw_take(&self, st: &mut QpState) -> Result<(), RingFault> {
+        self.sq.refresh(&mut st.sq_view)?;
+        let mut took = false;
+        while let Some(slot) = st.sq_view.peek() {
+            let idx = (st.next_seq % REQ_WQES as u64) as usize;
+            if st.ops[idx].is_some() {
+                break;
+            }
+            let entry = self.sq.read(slot)?;
+            st.sq_view.consume();
+            took = true;
+            let w = entry.wqe;
+            let v = w.validate_for(
+                self.caps.max_send_sge as u8,
+                self.caps.max_inline_data,
+                self.kernel,
+            );
+            let mut op = SendOp {
+                wr_id: w.wr_id,
+                opcode: WrOpcode::Send,
+                flags: w.flags,
+                imm_or_inv: w.imm_or_inv,
+                remote_addr: w.remote_addr,
+                rkey: w.rkey,
+                compare_add: 0,
+                swap: 0,
+                len: 0,
+                sges: entry.sges,
+                inline: entry.inline,
+                local_error: None,
+            };
+            let len: u64 = if w.flags & WQE_FLAG_INLINE != 0 {
+                op.inline.len() as u64
+            } else {
+                op.sges.iter().map(|s| u64::from(s.length)).sum()
+            };
+            match (v.map(|v| v.opcode), u32::try_from(len)) {
+                (Ok(o @ (WrOpcode::Send | WrOpcode::SendWithInv | WrOpcode::RdmaWrite)), Ok(l))
+                | (Ok(o @ WrOpcode::RdmaRead), Ok(l))
+                    if l <= crate::device::limits::MAX_MSG_SZ =>
+                {
+                    op.opcode = o;
+                    op.len = l;
+                }
+                (Ok(o @ (WrOpcode::LocalInv | WrOpcode::RegMr)), _) => {
+                    op.opcode = o;
+                    let mr = self.dev.mr_slot(w.rkey).ok_or(MrError::Key);
+                    let done = if o == WrOpcode::LocalInv {
+                        mr.and_then(|m| m.invalidate(self.pdn, w.rkey))
+                    } else {
+                        mr.and_then(|m| {
+                            m.register(self.pdn, w.rkey, w.imm_or_inv, w.remote_addr, w.compare_add)
+                        })
+                    };
+                    if done.is_err() {
+                        op.local_error = Some(wc_status::LOC_QP_OP_ERR);
+                    }
+                }
+                (Ok(_), Err(_)) | (Ok(_), Ok(_)) if v.is_ok() => {
+                    // Immediate data and atomics need RFC 7306, which iWARP peers (siw)
+                    // do not speak; too long a message cannot be sent.
+                    op.opcode = v.map(|v| v.opcode).unwrap_or(WrOpcode::Send);
+                    op.local_error = Some(if u32::try_from(len).is_err() {
+                        wc_status::LOC_LEN_ERR
+                    } else {
+                        wc_status::LOC_QP_OP_ERR
+                    });
+                }
+                _ => op.local_error = Some(wc_status::LOC_QP_OP_ERR),
+            }
+            st.ops[idx] = Some(op);
+            st.next_seq += 1;
+        }
+        if took {
+            self.sq.publish_consumer(st.sq_view.consumer());
+        }
+        Ok(())
+    }
+
+    /// Frames what can be sent into `tx` (empty; gathering payload in `scratch`): READ
+    /// responses first, then the send queue's operations in order. Returns the bytes framed.
+    fn iw_fill(&self, st: &mut QpState, tx: &mut [u8], scratch: &mut [u8]) -> usize {
+        let mut len = 0;
+        if !matches!(st.state, St::Rts | St::Sqd) || st.iw.is_none() {
+            return 0;
+        }
+        if st.state == St::Rts {
+            self.sq.set_busy();
+            if let Err(f) = self.iw_take(st) {
+                self.ring_fault(st, f);
+                return 0;
+            }
+        }
+        loop {
+            let Some(iw) = st.iw.as_ref() else { return len };
+            let room = tx.len() - len;
+            // The largest FPDU a ULPDU of `mulpdu` bytes makes (pad, CRC, markers).
+            let worst = LEN_FIELD
+                + usize::from(iw.mulpdu)
+                + 3
+                + CRC_LEN
+                + MARKER_LEN * (usize::from(iw.mulpdu) / 508 + 2);
+            if room < worst {
+                return len;
+            }
+            let out = &mut tx[len..];
+            let built = if iw.responding.is_some() || !iw.in_reads.is_empty() {
+                self.iw_respond(st, out, scratch)
+            } else {
+                self.iw_send_op(st, out, scratch)
+            };
+            match built {
+                Ok(Some(n)) => len += n,
+                Ok(None) => {
+                    // Nothing to send from what was taken: take what the process posted
+                    // meanwhile. With the ring empty, the process rings the doorbell again
+                    // once the busy mark is clear; the ring is read again after clearing it
+                    // (the doorbell rule in rust/uapi), so no WQE is left behind.
+                    if st.state != St::Rts || self.iw_ring_idle(st) {
+                        break;
+                    }
+                    let before = st.next_seq;
+                    if let Err(f) = self.iw_take(st) {
+                        self.ring_fault(st, f);
+                        return len;
+                    }
+                    if st.next_seq == before {
+                        // The operation slots are full, or the work waits (READ credits, a
+                        // fence): the completions that free them run the QP again.
+                        break;
+                    }
+                }
+                Err(t) => {
+                    self.iw_fail(st, t);
+                    return len;
+                }
+            }
+        }
+        len
+    }
+
+    /// Whether the SQ ring is empty; if so, the busy mark is cleared (and the ring checked
+    /// once more, setting the mark again if the process posted in between).
+    fn iw_ring_idle(&self, st: &mut QpState) -> bool {
+        if self.sq.refresh(&mut st.sq_view).is_err() || !st.sq_view.is_empty() {
+            return false;
+        }
+        self.sq.clear_busy();
+        if self.sq.refresh(&mut st.sq_view).is_ok() && st.sq_view.is_empty() {
+            return true;
+        }
+        self.sq.set_busy();
+        false
+    }
+
+    /// Frames the segment `seg` with `payload` at the start of `out`; its length, or a
+    /// TERMINATE code if it cannot be framed (which the caller's room check rules out).
+    fn iw_frame(
+        iw: &mut IwProto,
+        seg: &Segment,
+        payload: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, Option<TermCode>> {
+        let mut hdr = [0u8; ddp::MAX_HDR_LEN];
+        let h = seg
+            .write(&mut hdr)
+            .ok_or(Some(TermCode::RDMAP_CATASTROPHIC_STREAM))?;
+        iw.framer
+            .frame(&[&hdr[..h], payload], out)
+            .map_err(|_| Some(TermCode::RDMAP_CATASTROPHIC_STREAM))
+    }
+
+    /// Frames the next segment of the READ response being sent (or starts the next one).
+    /// `Ok(None)` if there is none to send.
+    fn iw_respond(
+        &self,
+        st: &mut QpState,
+        tx: &mut [u8],
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, Option<TermCode>> {
+        let Some(iw) = st.iw.as_mut() else {
+            return Ok(None);
+        };
+        if iw.responding.is_none() {
+            let Some(r) = iw.in_reads.pop() else {
+                return Ok(None);
+            };
+            if r.size == 0 {
+                // A zero-length READ reads nothing: one empty response, no STag checked.
+                let seg = Segment {
+                    opcode: Rdmap::ReadResponse,
+                    last: true,
+                    placement: Placement::Tagged {
+                        stag: r.sink_stag,
+                        to: r.sink_to,
+                    },
+                    read: None,
+                    terminate: None,
+                };
+                return Self::iw_frame(iw, &seg, &[], tx).map(Some);
+            }
+            let (mr, a) = self
+                .iw_remote_mr(
+                    crate::mr::Op::Read,
+                    r.source_stag,
+                    r.source_to,
+                    r.size.into(),
+                )
+                .map_err(|e| Some(term_of(e, true)))?;
+            iw.responding = Some(Responding {
+                req: r,
+                mr,
+                access: a,
+                sent: 0,
+            });
+        }
+        let mulpdu = usize::from(iw.mulpdu);
+        let Some(resp) = iw.responding.as_mut() else {
+            return Ok(None);
+        };
+        let step = mulpdu - ddp::TAGGED_HDR_LEN;
+        let left = (resp.req.size - resp.sent) as usize;
+        let n = left.min(step).min(buf.len());
+        // Read again through the access at each segment: an invalidation stops it.
+        resp.mr
+            .read(&resp.access, u64::from(resp.sent), &mut buf[..n])
+            .map_err(|e| Some(term_of(e, true)))?;
+        let last = n == left;
+        let seg = Segment {
+            opcode: Rdmap::ReadResponse,
+            last,
+            placement: Placement::Tagged {
+                stag: resp.req.sink_stag,
+                to: resp.req.sink_to.wrapping_add(u64::from(resp.sent)),
+            },
+            read: None,
+            terminate: None,
+        };
+        resp.sent += n as u32;
+        if last {
+            iw.responding = None;
+        }
+        Self::iw_frame(iw, &seg, &buf[..n], tx).map(Some)
+    }
+
+    /// Frames the next segment of the send queue's current operation (starting the next
+    /// operation when the current one is sent). `Ok(None)` if there is nothing to send.
+    fn iw_send_op(
+        &self,
+        st: &mut QpState,
+        tx: &mut [u8],
+        buf: &mut [u8],
+    ) -> Result<Option<usize>, Option<TermCode>> {
+        let Some(iw) = st.iw.as_mut() else {
+            return Ok(None);
+        };
+        if iw.tx_msg.is_none() {
+            let seq = iw.tx_seq;
+            if seq == st.next_seq {
+                return Ok(None);
+            }
+            let idx = (seq % REQ_WQES as u64) as usize;
+            let Some(op) = st.ops[idx].as_ref() else {
+                iw.tx_seq += 1;
+                return Ok(Some(0));
+            };
+            if op.local_error.is_some() {
+                // Completes (with its error) in order, then the QP fails.
+                iw.finished |= bit(seq);
+                iw.tx_seq += 1;
+                return Ok(Some(0));
+            }
+            // A fenced operation waits for the READs before it.
+            if op.flags & WQE_FLAG_FENCE != 0 && !iw.reads_out.is_empty() {
+                return Ok(None);
+            }
+            let solicited = op.flags & WQE_FLAG_SOLICITED != 0;
+            let first = match op.opcode {
+                WrOpcode::LocalInv | WrOpcode::RegMr => {
+                    iw.finished |= bit(seq);
+                    iw.tx_seq += 1;
+                    return Ok(Some(0));
+                }
+                WrOpcode::Send | WrOpcode::SendWithInv => {
+                    let inv = op.opcode == WrOpcode::SendWithInv;
+                    iw.send_msn = iw.send_msn.wrapping_add(1);
+                    Segment {
+                        opcode: match (inv, solicited) {
+                            (false, false) => Rdmap::Send,
+                            (false, true) => Rdmap::SendSe,
+                            (true, false) => Rdmap::SendInvalidate,
+                            (true, true) => Rdmap::SendSeInvalidate,
+                        },
+                        last: false,
+                        placement: Placement::Untagged {
+                            qn: QN_SEND,
+                            msn: iw.send_msn,
+                            mo: 0,
+                            inv_stag: if inv { op.imm_or_inv } else { 0 },
+                        },
+                        read: None,
+                        terminate: None,
+                    }
+                }
+                WrOpcode::RdmaWrite => Segment {
+                    opcode: Rdmap::Write,
+                    last: false,
+                    placement: Placement::Tagged {
+                        stag: op.rkey,
+                        to: op.remote_addr,
+                    },
+                    read: None,
+                    terminate: None,
+                },
+                WrOpcode::RdmaRead => {
+                    if iw.reads_out.len() >= usize::from(iw.ord) {
+                        return Ok(None);
+                    }
+                    iw.read_msn = iw.read_msn.wrapping_add(1);
+                    Segment {
+                        opcode: Rdmap::ReadRequest,
+                        last: true,
+                        placement: Placement::Untagged {
+                            qn: QN_READ_REQUEST,
+                            msn: iw.read_msn,
+                            mo: 0,
+                            inv_stag: 0,
+                        },
+                        read: Some(ReadRequest {
+                            // Opaque to the responder, which returns them: the READ's
+                            // sequence and the offset in its buffer.
+                            sink_stag: seq as u32,
+                            sink_to: 0,
+                            size: op.len,
+                            source_stag: op.rkey,
+                            source_to: op.remote_addr,
+                        }),
+                        terminate: None,
+                    }
+                }
+                _ => {
+                    iw.finished |= bit(seq);
+                    iw.tx_seq += 1;
+                    return Ok(Some(0));
+                }
+            };
+            iw.tx_msg = Some(TxMsg {
+                seq,
+                first,
+                sent: 0,
+            });
+        }
+        let mulpdu = usize::from(iw.mulpdu);
+        let Some(m) = iw.tx_msg.as_mut() else {
+            return Ok(None);
+        };
+        let seq = m.seq;
+        let idx = (seq % REQ_WQES as u64) as usize;
+        let Some(op) = st.ops[idx].as_ref() else {
+            iw.tx_msg = None;
+            iw.tx_seq += 1;
+            return Ok(Some(0));
+        };
+        if m.first.opcode == Rdmap::ReadRequest {
+            let seg = m.first;
+            let n = Self::iw_frame(iw, &seg, &[], tx)?;
+            if !iw.reads_out.push(seq) {
+                return Err(Some(TermCode::RDMAP_CATASTROPHIC_STREAM));
+            }
+            iw.tx_msg = None;
+            iw.tx_seq += 1;
+            return Ok(Some(n));
+        }
+        let step = mulpdu - m.first.header_len();
+        let left = (op.len - m.sent) as usize;
+        let n = left.min(step).min(buf.len());
+        if let Err(s) = gather(&self.dev, self.pdn, op, m.sent as usize, &mut buf[..n]) {
+            if let Some(op) = st.ops[idx].as_mut() {
+                op.local_error = Some(s);
+            }
+            iw.finished |= bit(seq);
+            iw.tx_msg = None;
+            iw.tx_seq += 1;
+            return Ok(Some(0));
+        }
+        let last = n == left;
+        let mut seg = m.first;
+        seg.last = last;
+        seg.placement = match seg.placement {
+            Placement::Tagged { stag, to } => Placement::Tagged {
+                stag,
+                to: to.wrapping_add(u64::from(m.sent)),
+            },
+            Placement::Untagged {
+                qn, msn, inv_stag, ..
+            } => Placement::Untagged {
+                qn,
+                msn,
+                mo: m.sent,
+                inv_stag,
+            },
+        };
+        m.sent += n as u32;
+        if last {
+            iw.tx_msg = None;
+            iw.tx_seq += 1;
+            iw.unflushed |= bit(seq);
+        }
+        Self::iw_frame(iw, &seg, &buf[..n], tx).map(Some)
+    }
+
+    // ---- receive ---------------------------------------------------------------------------
+
+    /// The MR `stag` names, checked for `op` by the peer over `[to, to + len)`: the MR's
+    /// rights, PD and bounds. The QP's own access flags are not consulted: rdma_cm leaves
+    /// those of an active side's user QP at 0 (it moves only kernel QPs through the iw_cm's
+    /// attributes), so iWARP providers (siw) enforce the MR's rights alone.
+    fn iw_remote_mr(
+        &self,
+        op: crate::mr::Op,
+        stag: u32,
+        to: u64,
+        len: u64,
+    ) -> Result<(Arc<Mr>, Access), MrError> {
+        let a = Access {
+            key: stag,
+            pdn: self.pdn,
+            remote: true,
+            va: to,
+            len,
+        };
+        let mr = self.dev.mr_slot(stag).ok_or(MrError::Key)?;
+        mr.check(&a, op)?;
+        Ok((mr, a))
+    }
+
+    /// Feeds received stream bytes to the deframer and acts on what they complete.
+    fn iw_input(&self, st: &mut QpState, mut data: &[u8]) {
+        while !data.is_empty() {
+            let Some(iw) = st.iw.as_mut() else { return };
+            if iw.abort {
+                return;
+            }
+            let step = match iw.deframer.step(data) {
+                Ok(s) => s,
+                Err(t) => {
+                    pr_info!("oxrdma: QP {:#x}: iWARP stream error: {}\n", self.qpn, t);
+                    return self.iw_fail(st, Some(t));
+                }
+            };
+            let r = match step.event {
+                Event::More => Ok(()),
+                Event::Header {
+                    segment,
+                    payload_len,
+                } => self.iw_header(st, segment, payload_len),
+                Event::Payload { start, len } => self.iw_payload(st, &data[start..start + len]),
+                Event::End => self.iw_end(st),
+            };
+            if let Err(t) = r {
+                let what = match step.event {
+                    Event::Header { segment, .. } => Some(segment),
+                    _ => st.iw.as_ref().and_then(|iw| iw.rx_hdr),
+                };
+                if let Some(t) = t {
+                    pr_info!(
+                        "oxrdma: QP {:#x}: iWARP {:?} refused: {}\n",
+                        self.qpn,
+                        what.map(|s| s.opcode),
+                        t
+                    );
+                }
+                return self.iw_fail(st, t);
+            }
+            data = &data[step.consumed..];
+        }
+    }
+
+    /// A segment's header: decide where its payload goes.
+    fn iw_header(&self, st: &mut QpState, seg: Segment, len: u16) -> Result<(), Option<TermCode>> {
+        let len32 = u32::from(len);
+        let dest = match (seg.opcode, seg.placement) {
+            // A zero-length RDMA WRITE places nothing: its STag is not checked (RFC 5041,
+            // as a zero-length RDMA WRITE needs no valid R_Key over RoCE); peers use it to
+            // probe a connection (perftest over iWARP, RFC 6581's ready-to-receive).
+            (Rdmap::Write, Placement::Tagged { .. }) if len == 0 => RxSeg::Discard,
+            (Rdmap::Write, Placement::Tagged { stag, to }) => {
+                let (mr, access) = self
+                    .iw_remote_mr(crate::mr::Op::Write, stag, to, len.into())
+                    .map_err(|e| Some(term_of(e, true)))?;
+                RxSeg::Write { mr, access, at: 0 }
+            }
+            (Rdmap::ReadResponse, Placement::Tagged { stag, to }) => {
+                let Some(iw) = st.iw.as_ref() else {
+                    return Err(None);
+                };
+                let seq = iw.reads_out.front().ok_or(Some(TermCode::RDMAP_OPCODE))?;
+                let idx = (seq % REQ_WQES as u64) as usize;
+                let size = st.ops[idx].as_ref().map_or(0, |o| u64::from(o.len));
+                // The response must continue the oldest READ, within its length.
+                if stag != seq as u32 || to != iw.read_got || to + u64::from(len) > size {
+                    return Err(Some(TermCode::DDP_T_BASE_BOUNDS));
+                }
+                RxSeg::ReadResp { seq, at: to }
+            }
+            (Rdmap::ReadRequest, Placement::Untagged { msn, mo, .. }) => {
+                let Some(iw) = st.iw.as_mut() else {
+                    return Err(None);
+                };
+                iw.rx_read.accept(msn, mo, true, 0, 0).map_err(Some)?;
+                let Some(r) = seg.read else {
+                    return Err(Some(TermCode::RDMAP_OPCODE));
+                };
+                if iw.in_reads.len() + usize::from(iw.responding.is_some()) >= usize::from(iw.ird) {
+                    return Err(Some(TermCode::DDP_UT_MSN_RANGE));
+                }
+                if !iw.in_reads.push(r) {
+                    return Err(Some(TermCode::DDP_UT_MSN_RANGE));
+                }
+                RxSeg::Discard
+            }
+            (Rdmap::Terminate, Placement::Untagged { msn, mo, .. }) => {
+                if let Some(iw) = st.iw.as_mut() {
+                    let _ = iw.rx_term.accept(msn, mo, true, len32, u32::MAX);
+                }
+                match seg.terminate {
+                    Some(t) => pr_info!(
+                        "oxrdma: QP {:#x}: the peer terminated the connection: {}\n",
+                        self.qpn,
+                        t.code
+                    ),
+                    None => pr_info!(
+                        "oxrdma: QP {:#x}: the peer terminated the connection\n",
+                        self.qpn
+                    ),
+                }
+                RxSeg::Discard
+            }
+            (op, Placement::Untagged { msn, mo, .. }) if op.is_send() => {
+                if st.recv.is_none() {
+                    if mo != 0 {
+                        return Err(Some(TermCode::DDP_UT_INVALID_MO));
+                    }
+                    match self.rq.take() {
+                        Ok(Some(entry)) => st.recv = Some(RecvProgress { entry, offset: 0 }),
+                        _ => return Err(Some(TermCode::DDP_UT_NO_BUFFER)),
+                    }
+                }
+                let cap = st.recv.as_ref().map_or(0, |p| p.entry.capacity());
+                let cap = u32::try_from(cap).unwrap_or(u32::MAX);
+                let Some(iw) = st.iw.as_mut() else {
+                    return Err(None);
+                };
+                let p = iw
+                    .rx_send
+                    .accept(msn, mo, seg.last, len32, cap)
+                    .map_err(Some)?;
+                RxSeg::Recv {
+                    at: u64::from(p.offset),
+                }
+            }
+            _ => return Err(Some(TermCode::RDMAP_OPCODE)),
+        };
+        let Some(iw) = st.iw.as_mut() else {
+            return Err(None);
+        };
+        iw.rx_seg = dest;
+        iw.rx_hdr = Some(seg);
+        Ok(())
+    }
+
+    /// Payload bytes of the segment being received.
+    fn iw_payload(&self, st: &mut QpState, data: &[u8]) -> Result<(), Option<TermCode>> {
+        let Some(iw) = st.iw.as_mut() else {
+            return Err(None);
+        };
+        match &mut iw.rx_seg {
+            RxSeg::Discard => Ok(()),
+            RxSeg::Write { mr, access, at } => {
+                // Checked again for every piece: an invalidation stops the write.
+                mr.write(access, *at, data)
+                    .map_err(|e| Some(term_of(e, true)))?;
+                *at += data.len() as u64;
+                Ok(())
+            }
+            RxSeg::Recv { at } => {
+                let off = *at;
+                *at += data.len() as u64;
+                let Some(p) = st.recv.as_ref() else {
+                    return Err(Some(TermCode::DDP_UT_NO_BUFFER));
+                };
+                scatter(&self.dev, self.pdn, p.entry.sges(), off, data)
+                    .map_err(|_| Some(TermCode::RDMAP_CATASTROPHIC_STREAM))?;
+                if let Some(p) = st.recv.as_mut() {
+                    p.offset = p.offset.max(off + data.len() as u64);
+                }
+                Ok(())
+            }
+            RxSeg::ReadResp { seq, at } => {
+                let (seq, off) = (*seq, *at);
+                *at += data.len() as u64;
+                iw.read_got += data.len() as u64;
+                let idx = (seq % REQ_WQES as u64) as usize;
+                let Some(op) = st.ops[idx].as_ref() else {
+                    return Err(None);
+                };
+                if let Err(s) = scatter(&self.dev, self.pdn, &op.sges, off, data) {
+                    if let Some(op) = st.ops[idx].as_mut() {
+                        op.local_error = Some(s);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A segment ended with a good CRC: finish the message it ends, if it does.
+    fn iw_end(&self, st: &mut QpState) -> Result<(), Option<TermCode>> {
+        let Some(iw) = st.iw.as_mut() else {
+            return Err(None);
+        };
+        let Some(seg) = iw.rx_hdr.take() else {
+            return Ok(());
+        };
+        let dest = core::mem::replace(&mut iw.rx_seg, RxSeg::Discard);
+        match (seg.opcode, dest) {
+            (Rdmap::Terminate, _) => {
+                iw.abort = true;
+                return Err(None);
+            }
+            (Rdmap::ReadRequest, _) => {}
+            (Rdmap::ReadResponse, RxSeg::ReadResp { seq, .. }) if seg.last => {
+                let idx = (seq % REQ_WQES as u64) as usize;
+                let size = st.ops[idx].as_ref().map_or(0, |o| u64::from(o.len));
+                if iw.read_got != size {
+                    return Err(Some(TermCode::DDP_T_BASE_BOUNDS));
+                }
+                iw.reads_out.pop();
+                iw.read_got = 0;
+                iw.finished |= bit(seq);
+                self.iw_complete(st);
+            }
+            (op, RxSeg::Recv { .. }) if op.is_send() && seg.last => {
+                let Some(p) = st.recv.take() else {
+                    return Err(Some(TermCode::DDP_UT_NO_BUFFER));
+                };
+                let mut cqe = Cqe {
+                    wr_id: p.entry.wr_id,
+                    opcode: wc_opcode::RECV,
+                    byte_len: p.offset as u32,
+                    qp_num: self.qpn,
+                    ..Default::default()
+                };
+                if let Placement::Untagged { inv_stag, .. } = seg.placement {
+                    if op.invalidates() {
+                        // A fast-registration MR of this PD becomes invalid; keys of other
+                        // MRs are only reported (as over RoCE).
+                        if let Some(mr) = self.dev.mr_slot(inv_stag).filter(|m| m.is_fast()) {
+                            mr.invalidate(self.pdn, inv_stag)
+                                .map_err(|_| Some(TermCode::RDMAP_CANNOT_INVALIDATE))?;
+                        }
+                        cqe.wc_flags |= WC_FLAG_WITH_INV;
+                        cqe.imm_or_inv = inv_stag;
+                    }
+                }
+                self.recv_cq.push(&cqe, op.solicited(), &self.events);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Frames a TERMINATE reporting `t` (without copies of the offending headers).
+fn frame_terminate(iw: &mut IwProto, t: TermCode, out: &mut [u8]) -> Option<usize> {
+    let seg = Segment {
+        opcode: Rdmap::Terminate,
+        last: true,
+        placement: Placement::Untagged {
+            qn: QN_TERMINATE,
+            msn: 1,
+            mo: 0,
+            inv_stag: 0,
+        },
+        read: None,
+        terminate: Some(Terminate {
+            code: t,
+            segment_len_valid: false,
+            ddp_header: false,
+            rdmap_header: false,
+        }),
+    };
+    let mut hdr = [0u8; ddp::MAX_HDR_LEN];
+    let h = seg.write(&mut hdr)?;
+    iw.framer.frame(&[&hdr[..h]], out).ok()
+}
