@@ -249,7 +249,10 @@ impl Deframer {
             Part::Header if self.hdr_len == 0 => {
                 match ddp::header_len([self.buf[0], self.buf[1]]) {
                     Ok(len) if len <= usize::from(self.ulpdu_len) => self.hdr_len = len,
-                    Ok(_) => return Err(TermCode::LLP_FRAMING),
+                    // A header longer than its ULPDU: the FPDU is skipped like any other
+                    // invalid header, so a corrupted control field is reported as the CRC
+                    // error it is.
+                    Ok(_) => self.skip(TermCode::LLP_FRAMING, CTRL_LEN),
                     Err(e) => self.skip(e, CTRL_LEN),
                 }
                 Ok(None)
