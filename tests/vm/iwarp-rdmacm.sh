@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# rdma_cm over oxiwarp (MPA/DDP/RDMAP over kernel TCP, through the iw_cm): between two
+# namespaces over IPv4 and IPv6, and with siw both ways: rping with its data check, ucmatose,
+# perftest's -R send/write/read bandwidth (odd sizes, and above 1 MiB) and send latency. Then
+# the failures a user meets: nobody listening (the connection is refused), a server killed
+# in the middle of a run (the client ends, no hang). Nothing is left behind: no QP, no cm_id,
+# and the module unloads.
+set -euo pipefail
+# shellcheck source=tests/vm/lib.sh
+. "$OX_ROOT/tests/vm/lib.sh"
+
+modprobe rdma_ucm || fail "modprobe rdma_ucm"
+use_provider
+
+# cm_pair SERVER-NS CLIENT-NS PORT LIMIT SERVER-CMD... -- CLIENT-CMD...
+cm_pair() {
+	local sns=$1 cns=$2 port=$3 limit=$4
+	shift 4
+	run_pair --port "$port" --server-ns "$sns" --client-ns "$cns" "$limit" "$@"
+}
+
+check_rping() {
+	local side=$1 out=$2 n=$3 got
+	got=$(grep -c 'ping data: rdma-ping-' <<<"$out" || true)
+	expect_eq "$got" "$n" "$side: verified pings"
+	expect_no_match "$out" 'data mismatch|error|failed' "$side: no errors"
+}
+
+# perftest_row TOOL SIZE ITERS OUTPUT: the result row of a perftest run.
+perftest_row() {
+	local tool=$1 size=$2 iters=$3 out=$4 row
+	row=$(grep -E "^[[:space:]]*$size[[:space:]]+$iters[[:space:]]" <<<"$out" || true)
+	[[ -n $row ]] || fail "$tool -s $size: no result row in: $out"
+	echo "$row"
+}
+
+# iwarp_tools SERVER-NS SERVER-IP SERVER-DEV CLIENT-NS CLIENT-DEV [rdmacm-only]: with
+# rdmacm-only, rping and ucmatose (servers bound to their address) but not perftest, whose
+# server listens on the wildcard address.
+iwarp_tools() {
+	local sns=$1 sip=$2 sdev=$3 cns=$4 cdev=$5 only=${6:-} tool size n row
+	info "rping -v: $cdev -> $sdev ($sip)"
+	cm_pair "$sns" "$cns" 7174 120 rping -p 7174 -s -a "$sip" -v -C 20 -S 1000 -- \
+		rping -p 7174 -c -a "$sip" -v -C 20 -S 1000
+	check_rping "rping server $sdev" "$PAIR_SERVER_OUT" 20
+	check_rping "rping client $cdev" "$PAIR_CLIENT_OUT" 20
+	info "ucmatose: $cdev -> $sdev"
+	cm_pair "$sns" "$cns" 7471 120 ucmatose -p 7471 -b "$sip" -C 20 -S 4000 -- \
+		ucmatose -p 7471 -s "$sip" -C 20 -S 4000
+	expect_match "$PAIR_SERVER_OUT" 'return status 0' "ucmatose server"
+	expect_match "$PAIR_CLIENT_OUT" 'return status 0' "ucmatose client"
+	[ -z "$only" ] || return 0
+	for tool in ib_send_bw ib_write_bw ib_read_bw; do
+		for size in 33 4099 1048583; do
+			n=100
+			[ "$size" -lt 100000 ] || n=10
+			cm_pair "$sns" "$cns" 18515 120 "$tool" -R -F -p 18515 -n "$n" -s "$size" -d "$sdev" -- \
+				"$tool" -R -F -p 18515 -n "$n" -s "$size" -d "$cdev" "$sip"
+			row=$(perftest_row "$tool" "$size" "$n" "$PAIR_CLIENT_OUT")
+			info "$tool -R $cdev -> $sdev: $row"
+		done
+	done
+	cm_pair "$sns" "$cns" 18515 120 ib_send_lat -R -F -p 18515 -n 200 -d "$sdev" -- \
+		ib_send_lat -R -F -p 18515 -n 200 -d "$cdev" "$sip"
+	row=$(perftest_row ib_send_lat 2 200 "$PAIR_CLIENT_OUT")
+	info "ib_send_lat -R $cdev -> $sdev: $row"
+}
+
+nothing_left_quiet() {
+	[ -z "$(rdma res show qp)" ] && [ -z "$(rdma res show cm_id)" ]
+}
+
+nothing_left() {
+	local what=$1
+	wait_until 10 nothing_left_quiet || true
+	expect_eq "$(rdma res show qp)" "" "$what: QPs left"
+	expect_eq "$(rdma res show cm_id)" "" "$what: cm_ids left"
+}
+
+ns_pair
+rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
+rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
+iwarp_tools "$NS_B" "$NS_B_IP4" oxb_i "$NS_A" oxa_i
+info "IPv6: rping -v"
+cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP6" -v -C 20 -- \
+	rping -p 7174 -c -a "$NS_B_IP6" -v -C 20
+check_rping "IPv6 rping server" "$PAIR_SERVER_OUT" 20
+check_rping "IPv6 rping client" "$PAIR_CLIENT_OUT" 20
+nothing_left "after the tools"
+
+info "no listener: the TCP connection is refused (REJECTED, -ECONNREFUSED)"
+capture in_a timeout 30 rping -p 7174 -c -a "$NS_B_IP4" -C 1
+[ "$EXPECT_RC" != 0 ] && [ "$EXPECT_RC" != 124 ] ||
+	fail "rping without a server: exit status $EXPECT_RC: $EXPECT_OUT"
+expect_match "$EXPECT_OUT" 'RDMA_CM_EVENT_REJECTED, error -111' "rping without a server"
+nothing_left "after the refused connection"
+
+info "peer gone: the server is killed in the middle of a run"
+ip netns exec "$NS_B" rping -p 7174 -s -a "$NS_B_IP4" -C 100000 >"$OX_TMP/killed.server" 2>&1 &
+server=$!
+sleep 2
+in_a timeout 120 rping -p 7174 -c -a "$NS_B_IP4" -C 100000 >"$OX_TMP/killed.client" 2>&1 &
+client=$!
+sleep 5
+kill -0 "$client" 2>/dev/null || fail "the rping client ended early: $(<"$OX_TMP/killed.client")"
+kill -KILL "$server"
+wait "$server" 2>/dev/null || true
+crc=0
+wait_until 60 _ox_exited "$client" ||
+	fail "the client still runs 60 s after its server died: $(<"$OX_TMP/killed.client")"
+wait "$client" || crc=$?
+[ "$crc" != 124 ] || fail "rping client: timed out after its server died"
+info "client ended (status $crc) after the server was killed: $(tr '\n' ' ' <"$OX_TMP/killed.client" | cut -c1-200)"
+nothing_left "after the killed server"
+
+# With siw (root namespace) both ways. A wildcard rdma_cm listen (perftest's server) asks
+# every iWARP device to listen, and siw binds its device's address in the listener's
+# namespace: from the other namespace that fails, and with it the listen. So perftest runs
+# with siw as the server only (its client moves data both ways: send and write to siw, read
+# from it); rping and ucmatose, whose servers bind their address, run both ways.
+root_ns_pair
+siw_add siw0 "$RN_ROOT_DEV"
+rdma_link_add -n "$RN_NS" oxn_i oxiwarp "$RN_DEV"
+iwarp_tools "$RN_NS" "$RN_IP4" oxn_i "" siw0 rdmacm-only
+iwarp_tools "" "$RN_ROOT_IP4" siw0 "$RN_NS" oxn_i
+info "IPv6 with siw: rping -v both ways"
+cm_pair "$RN_NS" "" 7174 120 rping -p 7174 -s -a "$RN_IP6" -v -C 10 -- rping -p 7174 -c -a "$RN_IP6" -v -C 10
+check_rping "rping server oxn_i" "$PAIR_SERVER_OUT" 10
+cm_pair "" "$RN_NS" 7174 120 rping -p 7174 -s -a "$RN_ROOT_IP6" -v -C 10 -- \
+	rping -p 7174 -c -a "$RN_ROOT_IP6" -v -C 10
+check_rping "rping client oxn_i" "$PAIR_CLIENT_OUT" 10
+nothing_left "after siw"
+
+expect_ok rmmod oxrdma
+info "rmmod oxrdma: clean"
+pass
