@@ -67,6 +67,39 @@ iwarp_tools() {
 	info "ib_send_lat -R $cdev -> $sdev: $row"
 }
 
+# capture_start NS DEV PORT FILE: tcpdump of TCP port PORT on DEV (in NS, "" for the root
+# namespace) into FILE, without segmentation offloads, so that the capture shows wire segments.
+capture_start() {
+	local ns=$1 dev=$2 port=$3 file=$4
+	local -a nsx=()
+	[ -z "$ns" ] || nsx=(ip netns exec "$ns")
+	"${nsx[@]}" ethtool -K "$dev" tso off gso off gro off >/dev/null 2>&1 || true
+	"${nsx[@]}" tcpdump -i "$dev" -s 0 -U -w "$file" tcp port "$port" >"$file.log" 2>&1 &
+	CAPTURE_PID=$!
+	wait_until 20 grep -q 'listening on' "$file.log" || fail "tcpdump did not start: $(<"$file.log")"
+}
+
+capture_stop() {
+	sleep 1
+	kill -INT "$CAPTURE_PID"
+	wait "$CAPTURE_PID" 2>/dev/null || true
+}
+
+# tshark_check FILE WHAT: Wireshark's iWARP dissectors (MPA, DDP, RDMAP) read the capture:
+# FPDUs with a good CRC32, none bad, no malformed packet. (Its RPC-over-RDMA heuristic, which
+# would claim rping's payloads, is off.)
+tshark_check() {
+	local file=$1 what=$2 out good bad malformed
+	out=$(tshark -r "$file" --disable-heuristic rpcrdma_iwarp -V 2>&1) || fail "tshark ($what): $out"
+	good=$(grep -c 'Good CRC32' <<<"$out" || true)
+	bad=$(grep -c 'Bad CRC32' <<<"$out" || true)
+	malformed=$(grep -ci 'malformed' <<<"$out" || true)
+	info "$what: tshark read $good FPDUs with a good CRC32, $bad with a bad one, $malformed malformed"
+	[ "$good" -gt 0 ] || fail "$what: tshark found no FPDU with a good CRC32"
+	expect_eq "$bad" 0 "$what: FPDUs with a bad CRC32"
+	expect_eq "$malformed" 0 "$what: malformed packets"
+}
+
 nothing_left_quiet() {
 	[ -z "$(rdma res show qp)" ] && [ -z "$(rdma res show cm_id)" ]
 }
@@ -87,6 +120,14 @@ cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP6" -v -C 20 -- \
 	rping -p 7174 -c -a "$NS_B_IP6" -v -C 20
 check_rping "IPv6 rping server" "$PAIR_SERVER_OUT" 20
 check_rping "IPv6 rping client" "$PAIR_CLIENT_OUT" 20
+info "a capture: rping and ib_write_bw oxiwarp to oxiwarp"
+capture_start "$NS_A" "$NS_A_DEV" 7174 "$OX_TMP/ox-ox.pcap"
+cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP4" -v -C 5 -S 3000 -- \
+	rping -p 7174 -c -a "$NS_B_IP4" -v -C 5 -S 3000
+cm_pair "$NS_B" "$NS_A" 7174 120 ib_write_bw -R -F -p 7174 -n 20 -s 5000 -d oxb_i -- \
+	ib_write_bw -R -F -p 7174 -n 20 -s 5000 -d oxa_i "$NS_B_IP4"
+capture_stop
+tshark_check "$OX_TMP/ox-ox.pcap" "oxiwarp to oxiwarp"
 nothing_left "after the tools"
 
 info "no listener: the TCP connection is refused (REJECTED, -ECONNREFUSED)"
@@ -130,6 +171,14 @@ check_rping "rping server oxn_i" "$PAIR_SERVER_OUT" 10
 cm_pair "" "$RN_NS" 7174 120 rping -p 7174 -s -a "$RN_ROOT_IP6" -v -C 10 -- \
 	rping -p 7174 -c -a "$RN_ROOT_IP6" -v -C 10
 check_rping "rping client oxn_i" "$PAIR_CLIENT_OUT" 10
+info "a capture: rping and ib_write_bw between oxiwarp and siw"
+capture_start "" "$RN_ROOT_DEV" 7174 "$OX_TMP/ox-siw.pcap"
+cm_pair "$RN_NS" "" 7174 120 rping -p 7174 -s -a "$RN_IP4" -v -C 5 -S 3000 -- \
+	rping -p 7174 -c -a "$RN_IP4" -v -C 5 -S 3000
+cm_pair "" "$RN_NS" 7174 120 ib_write_bw -R -F -p 7174 -n 20 -s 5000 -d siw0 -- \
+	ib_write_bw -R -F -p 7174 -n 20 -s 5000 -d oxn_i "$RN_ROOT_IP4"
+capture_stop
+tshark_check "$OX_TMP/ox-siw.pcap" "oxiwarp with siw"
 nothing_left "after siw"
 
 expect_ok rmmod oxrdma
