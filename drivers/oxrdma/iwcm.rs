@@ -52,6 +52,10 @@ const MAX_PENDING: u32 = 1024;
 const RR_MAX: usize = mpa::RR_HDR_LEN + mpa::MAX_PRIVATE_DATA;
 /// IRD/ORD for an MPA revision 1 peer, which does not say.
 const DEFAULT_RD: u16 = 16;
+/// How long a connection's data may stay unacknowledged before the connection is declared
+/// dead (`TCP_USER_TIMEOUT`): a peer that vanished (link down, host gone) ends the QP with an
+/// error instead of TCP's default of about 15 minutes of retransmissions.
+const DEAD_PEER_MS: u32 = 30_000;
 
 /// Something a socket or a deadline wakes: its work runs next in the module's queue.
 trait Wake: Send + Sync + 'static {
@@ -176,6 +180,7 @@ impl IwCm {
         let net = NetRef::of(&nd).ok_or(ENODEV)?;
         let s = TcpSocket::new(&net, addr)?;
         s.set_rdma_options();
+        s.set_user_timeout(DEAD_PEER_MS);
         Ok(s)
     }
 
@@ -549,6 +554,7 @@ impl Pending {
         )?;
         p.io.lock().buf = KVec::from_elem(0u8, RR_MAX, GFP_KERNEL)?;
         sock.set_rdma_options();
+        sock.set_user_timeout(DEAD_PEER_MS);
         sock.watch(Arc::new(Waker(p.clone()), GFP_KERNEL)?)?;
         p.io.lock().sock = Some(sock);
         {

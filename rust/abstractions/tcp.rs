@@ -203,6 +203,14 @@ impl TcpSocket {
         }
     }
 
+    /// Data unacknowledged for `ms` milliseconds ends the connection with `ETIMEDOUT`
+    /// (`TCP_USER_TIMEOUT`): how a dead peer is noticed while data is outstanding.
+    pub fn set_user_timeout(&self, ms: u32) {
+        let ms = i32::try_from(ms).unwrap_or(i32::MAX);
+        // SAFETY: `sk` is valid (type invariant); a non-negative value cannot fail.
+        let _ = unsafe { bindings::tcp_sock_set_user_timeout(self.sk(), ms) };
+    }
+
     /// Closing sends a reset instead of a FIN (`SO_LINGER` with a zero timeout).
     pub fn set_abort_on_close(&self) {
         // SAFETY: `sk` is valid (type invariant).

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# oxiwarp when the network misbehaves, between two namespaces. Under netem loss, reordering and
+# delay on both veth ends, TCP recovers and every byte arrives right: rping's data check, and
+# perftest -R writes and reads of odd sizes above 1 MiB. The peer's link going down in the
+# middle of a run ends the connection within the dead-peer timeout (30 s of unacknowledged
+# data): both sides see their QP fail, nothing hangs, nothing is left behind.
+set -euo pipefail
+# shellcheck source=tests/vm/lib.sh
+. "$OX_ROOT/tests/vm/lib.sh"
+
+modprobe rdma_ucm || fail "modprobe rdma_ucm"
+use_provider
+
+cm_pair() {
+	local port=$1 limit=$2
+	shift 2
+	run_pair --port "$port" --server-ns "$NS_B" --client-ns "$NS_A" "$limit" "$@"
+}
+
+check_rping() {
+	local side=$1 out=$2 n=$3 got
+	got=$(grep -c 'ping data: rdma-ping-' <<<"$out" || true)
+	expect_eq "$got" "$n" "$side: verified pings"
+	expect_no_match "$out" 'data mismatch|error|failed' "$side: no errors"
+}
+
+nothing_left_quiet() {
+	[ -z "$(rdma res show qp)" ] && [ -z "$(rdma res show cm_id)" ]
+}
+
+nothing_left() {
+	local what=$1
+	wait_until 20 nothing_left_quiet || true
+	expect_eq "$(rdma res show qp)" "" "$what: QPs left"
+	expect_eq "$(rdma res show cm_id)" "" "$what: cm_ids left"
+}
+
+ns_pair
+rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
+rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
+
+info "netem: loss 5%, reorder 10% 50%, delay 1 ms on both ends"
+expect_ok ip netns exec "$NS_A" tc qdisc add dev "$NS_A_DEV" root netem loss 5% reorder 10% 50% delay 1ms
+expect_ok ip netns exec "$NS_B" tc qdisc add dev "$NS_B_DEV" root netem loss 5% reorder 10% 50% delay 1ms
+cm_pair 7174 240 rping -p 7174 -s -a "$NS_B_IP4" -v -C 50 -S 4000 -- \
+	rping -p 7174 -c -a "$NS_B_IP4" -v -C 50 -S 4000
+check_rping "netem rping server" "$PAIR_SERVER_OUT" 50
+check_rping "netem rping client" "$PAIR_CLIENT_OUT" 50
+for tool in ib_write_bw ib_read_bw ib_send_bw; do
+	cm_pair 18515 240 "$tool" -R -F -p 18515 -n 5 -s 1048583 -d oxb_i -- \
+		"$tool" -R -F -p 18515 -n 5 -s 1048583 -d oxa_i "$NS_B_IP4"
+	row=$(grep -E '^[[:space:]]*1048583[[:space:]]+5[[:space:]]' <<<"$PAIR_CLIENT_OUT" || true)
+	[[ -n $row ]] || fail "$tool under netem: no result row in: $PAIR_CLIENT_OUT"
+	info "$tool -R under netem: $row"
+done
+expect_ok ip netns exec "$NS_A" tc qdisc del dev "$NS_A_DEV" root
+expect_ok ip netns exec "$NS_B" tc qdisc del dev "$NS_B_DEV" root
+nothing_left "after netem"
+
+info "the peer's link goes down in the middle of a run"
+ip netns exec "$NS_B" rping -p 7174 -s -a "$NS_B_IP4" -C 100000 -S 4000 >"$OX_TMP/down.server" 2>&1 &
+server=$!
+sleep 2
+in_a timeout 150 rping -p 7174 -c -a "$NS_B_IP4" -C 100000 -S 4000 >"$OX_TMP/down.client" 2>&1 &
+client=$!
+sleep 4
+kill -0 "$client" 2>/dev/null || fail "the rping client ended early: $(<"$OX_TMP/down.client")"
+expect_ok ip netns exec "$NS_B" ip link set "$NS_B_DEV" down
+start=$SECONDS
+crc=0
+wait_until 90 _ox_exited "$client" ||
+	fail "the client still runs 90 s after its peer's link went down: $(<"$OX_TMP/down.client")"
+wait "$client" || crc=$?
+[ "$crc" != 124 ] || fail "rping client: timed out after its peer's link went down"
+info "client ended (status $crc) $((SECONDS - start)) s after the link went down: $(tr '\n' ' ' <"$OX_TMP/down.client" | cut -c1-160)"
+wait_until 90 _ox_exited "$server" ||
+	fail "the server still runs 90 s after its link went down: $(<"$OX_TMP/down.server")"
+wait "$server" 2>/dev/null || true
+info "server ended: $(tr '\n' ' ' <"$OX_TMP/down.server" | cut -c1-160)"
+expect_ok ip netns exec "$NS_B" ip link set "$NS_B_DEV" up
+nothing_left "after the link went down"
+
+info "and the connection works again"
+cm_pair 7174 120 rping -p 7174 -s -a "$NS_B_IP4" -v -C 10 -- rping -p 7174 -c -a "$NS_B_IP4" -v -C 10
+check_rping "rping server after" "$PAIR_SERVER_OUT" 10
+check_rping "rping client after" "$PAIR_CLIENT_OUT" 10
+nothing_left "at the end"
+
+expect_ok rmmod oxrdma
+info "rmmod oxrdma: clean"
+pass
