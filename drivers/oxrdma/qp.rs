@@ -340,7 +340,7 @@ fn wc_opcode_of(op: WrOpcode) -> u8 {
     match op {
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => wc_opcode::RDMA_WRITE,
         WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => wc_opcode::SEND,
-        WrOpcode::RdmaRead => wc_opcode::RDMA_READ,
+        WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv => wc_opcode::RDMA_READ,
         WrOpcode::AtomicCmpAndSwp => wc_opcode::COMP_SWAP,
         WrOpcode::AtomicFetchAndAdd => wc_opcode::FETCH_ADD,
         WrOpcode::LocalInv => wc_opcode::LOCAL_INV,
@@ -352,7 +352,7 @@ fn kind_of(op: WrOpcode) -> Option<OpKind> {
     Some(match op {
         WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => OpKind::Write,
         WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv => OpKind::Send,
-        WrOpcode::RdmaRead => OpKind::Read,
+        WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv => OpKind::Read,
         WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => OpKind::Atomic,
         WrOpcode::LocalInv | WrOpcode::RegMr => return None,
     })
@@ -391,7 +391,7 @@ fn request_opcode(op: WrOpcode, first: bool, last: bool) -> Opcode {
         (WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm, false, false) => RcRdmaWriteMiddle,
         (WrOpcode::RdmaWrite, false, true) => RcRdmaWriteLast,
         (WrOpcode::RdmaWriteWithImm, false, true) => RcRdmaWriteLastImm,
-        (WrOpcode::RdmaRead, _, _) => RcRdmaReadRequest,
+        (WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv, _, _) => RcRdmaReadRequest,
         (WrOpcode::AtomicCmpAndSwp, _, _) => RcCompareSwap,
         (WrOpcode::AtomicFetchAndAdd, _, _) => RcFetchAdd,
         // Local operations never reach the wire.

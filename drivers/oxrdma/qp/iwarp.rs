@@ -548,7 +548,10 @@ impl QpInner {
             let Some(op) = st.ops[idx].take() else {
                 continue;
             };
-            let status = op.local_error.unwrap_or(wc_status::SUCCESS);
+            let mut status = op.local_error.unwrap_or(wc_status::SUCCESS);
+            if status == wc_status::SUCCESS && !self.invalidate_after(&op) {
+                status = wc_status::LOC_PROT_ERR;
+            }
             self.complete_op(&op, status);
             if status != wc_status::SUCCESS {
                 self.iw_fail(st, None);
@@ -668,7 +671,7 @@ impl QpInner {
             };
             match (v.map(|v| v.opcode), u32::try_from(len)) {
                 (Ok(o @ (WrOpcode::Send | WrOpcode::SendWithInv | WrOpcode::RdmaWrite)), Ok(l))
-                | (Ok(o @ WrOpcode::RdmaRead), Ok(l))
+                | (Ok(o @ (WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv)), Ok(l))
                     if l <= crate::device::limits::MAX_MSG_SZ =>
                 {
                     op.opcode = o;
@@ -944,7 +947,7 @@ impl QpInner {
                     read: None,
                     terminate: None,
                 },
-                WrOpcode::RdmaRead => {
+                WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv => {
                     if iw.reads_out.len() >= usize::from(iw.ord) {
                         return Ok(None);
                     }

@@ -229,6 +229,11 @@ impl QpInner {
                 imm,
             } => (WrOpcode::RdmaWriteWithImm, imm, remote_addr, rkey, 0, 0),
             KOp::Read { remote_addr, rkey } => (WrOpcode::RdmaRead, 0, remote_addr, rkey, 0, 0),
+            KOp::ReadWithInv {
+                remote_addr,
+                rkey,
+                inv,
+            } => (WrOpcode::RdmaReadWithInv, inv, remote_addr, rkey, 0, 0),
             KOp::CompareSwap {
                 remote_addr,
                 rkey,
@@ -589,11 +594,14 @@ impl QpInner {
             let Some(op) = st.ops[idx].take() else {
                 continue;
             };
-            let status = match (op.local_error, c.status) {
+            let mut status = match (op.local_error, c.status) {
                 (Some(s), _) => s,
                 (None, Status::Success) => wc_status::SUCCESS,
                 (None, Status::Error(e)) => status_of(e),
             };
+            if status == wc_status::SUCCESS && !self.invalidate_after(&op) {
+                status = wc_status::LOC_PROT_ERR;
+            }
             if status != wc_status::SUCCESS
                 && error.is_none()
                 && !matches!(c.status, Status::Error(RcError::Flushed))
@@ -605,6 +613,23 @@ impl QpInner {
         if error.is_some() && st.state != St::Err {
             self.to_error(st, None);
         }
+    }
+
+    /// The invalidation an RDMA READ with invalidate does once its data is in: the key of the
+    /// MR the data went to, its first SGE's (a fast-registration MR of the QP's PD), as siw
+    /// does. The WR's own `invalidate_rkey` is not used: rdma_rw, the one user of the opcode,
+    /// sets it before it moves the MR to its next key for the post, so it names the key the
+    /// MR no longer has. `false` if the invalidation fails.
+    pub(super) fn invalidate_after(&self, op: &SendOp) -> bool {
+        if op.opcode != WrOpcode::RdmaReadWithInv {
+            return true;
+        }
+        let Some(key) = op.sges.first().map(|s| s.lkey) else {
+            return false;
+        };
+        self.dev
+            .mr_slot(key)
+            .is_some_and(|m| m.invalidate(self.pdn, key).is_ok())
     }
 
     /// Reports the completion of send operation `op` with `status`, if it is signaled or

@@ -66,6 +66,15 @@ pub enum SendOp {
         /// Remote key.
         rkey: u32,
     },
+    /// RDMA READ that invalidates the local key `inv` once the data is in (iWARP ULPs).
+    ReadWithInv {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// The local key to invalidate.
+        inv: u32,
+    },
     /// 8-byte compare and swap.
     CompareSwap {
         /// Remote address.
@@ -414,6 +423,14 @@ unsafe fn send_wr<'a, A>(
         bindings::ib_wr_opcode_IB_WR_RDMA_READ => {
             let (remote_addr, rkey) = rdma();
             SendOp::Read { remote_addr, rkey }
+        }
+        bindings::ib_wr_opcode_IB_WR_RDMA_READ_WITH_INV => {
+            let (remote_addr, rkey) = rdma();
+            SendOp::ReadWithInv {
+                remote_addr,
+                rkey,
+                inv,
+            }
         }
         bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => {
             let (remote_addr, rkey, compare, swap) = atomic();

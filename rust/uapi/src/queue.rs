@@ -103,6 +103,9 @@ pub enum WrOpcode {
     LocalInv = 7,
     /// SEND with invalidate.
     SendWithInv = 9,
+    /// RDMA READ, then the MR the data went to is invalidated (`IB_WR_RDMA_READ_WITH_INV`,
+    /// which kernel ULPs use on iWARP; `imm_or_inv` carries the WR's key): kernel users only.
+    RdmaReadWithInv = 11,
     /// Fast registration (`IB_WR_REG_MR`): kernel users only, never accepted from a process's
     /// ring. `rkey` is the new key, `imm_or_inv` the access rights, `remote_addr` the iova,
     /// `compare_add` the length.
@@ -122,6 +125,7 @@ impl WrOpcode {
             6 => Self::AtomicFetchAndAdd,
             7 => Self::LocalInv,
             9 => Self::SendWithInv,
+            11 => Self::RdmaReadWithInv,
             0x20 => Self::RegMr,
             _ => return None,
         })
@@ -151,7 +155,7 @@ impl WrOpcode {
 
     /// Whether only kernel users may post the opcode.
     pub const fn is_kernel_only(self) -> bool {
-        matches!(self, Self::RegMr)
+        matches!(self, Self::RegMr | Self::RdmaReadWithInv)
     }
 
     /// Whether the opcode addresses remote memory (`remote_addr`, `rkey`).
@@ -161,6 +165,7 @@ impl WrOpcode {
             Self::RdmaWrite
                 | Self::RdmaWriteWithImm
                 | Self::RdmaRead
+                | Self::RdmaReadWithInv
                 | Self::AtomicCmpAndSwp
                 | Self::AtomicFetchAndAdd
         )

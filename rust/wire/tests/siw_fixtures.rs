@@ -641,7 +641,12 @@ fn a_flipped_bit_is_a_crc_error() {
                 if matches!(ddp::header_len(ctrl), Ok(len) if len > ulpdu_len) {
                     oversized += 1;
                 }
-                assert_eq!(o.error, Some(TermCode::LLP_CRC), "{}: byte {at} bit {bit}", f.name);
+                assert_eq!(
+                    o.error,
+                    Some(TermCode::LLP_CRC),
+                    "{}: byte {at} bit {bit}",
+                    f.name
+                );
                 checked += 1;
                 if at == LEN_FIELD + ulpdu_len / 2 {
                     // Fed in pieces, the same.
