@@ -107,6 +107,27 @@ def report(t, out):
         w("  %-27s %-26s %-26s\n" % ("packets lo dropped (3 jobs)", t.cell("nvme.oxroce.lo_drops", 0),
                                       t.cell("nvme.rxe.lo_drops", 0)))
 
+    if any(k.startswith("iw.") for k in t.vals):
+        w("\n-- iWARP, one VM: oxiwarp between two namespaces, siw in the root namespace (its TCP\n")
+        w("   runs over lo), perftest -R over rdma_cm\n")
+        w("  %-27s %-26s %-26s oxiwarp/siw\n" % ("", "oxiwarp", "siw"))
+        for label, k, p in [("ib_write_bw 64 KiB, MB/s", "ib_write_bw.65536", 1),
+                            ("ib_read_bw 64 KiB, MB/s", "ib_read_bw.65536", 1),
+                            ("ib_send_bw 64 KiB, MB/s", "ib_send_bw.65536", 1),
+                            ("ib_send_lat p50, us", "ib_send_lat.p50", 2),
+                            ("ib_send_lat p99, us", "ib_send_lat.p99", 2)]:
+            w("  %-27s %-26s %-26s %s\n" % (label, t.cell(f"iw.oxiwarp.{k}", p), t.cell(f"iw.siw.{k}", p),
+                                            ratio(t.med(f"iw.oxiwarp.{k}"), t.med(f"iw.siw.{k}"))))
+        w("  %-27s %s\n" % ("TCP, 1 stream, MB/s", t.cell("iw.tcp.1")))
+        ox, siw = t.med("iw.oxiwarp.ib_write_bw.65536"), t.med("iw.siw.ib_write_bw.65536")
+        lox, lsiw = t.med("iw.oxiwarp.ib_send_lat.p50"), t.med("iw.siw.ib_send_lat.p50")
+        if ox and siw:
+            w("  [%s] ib_write_bw -R 64 KiB >= 1.5 x siw (%.1f vs %.1f MB/s)\n"
+              % ("met" if ox >= 1.5 * siw else "not met", ox, 1.5 * siw))
+        if lox and lsiw:
+            w("  [%s] ib_send_lat -R no worse than siw (%.1f vs %.1f us)\n"
+              % ("met" if lox <= lsiw else "not met", lox, lsiw))
+
     if any(k.startswith("2vm.") for k in t.vals):
         w("\n-- two VMs, 1 vCPU each, joined by virtio-net (QEMU socket link)\n")
         w("  %-27s %-26s %-26s oxroce/rxe\n" % ("", "oxroce", "rxe"))

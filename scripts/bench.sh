@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 # make bench: oxroce, rxe, TCP and a UDP round trip side by side, on the bench kernel
 # (configs/bench.config), in two topologies:
-#   1. one VM (2 vCPUs), two network namespaces joined by veth (scripts/bench-guest.sh), and
+#   1. one VM (2 vCPUs), two network namespaces joined by veth (scripts/bench-guest.sh),
 #      NVMe over Fabrics over each device in a second run of that VM
-#      (scripts/bench-nvmeof-guest.sh);
+#      (scripts/bench-nvmeof-guest.sh), and oxiwarp against siw in a third
+#      (scripts/bench-iwarp-guest.sh);
 #   2. two VMs (1 vCPU each, their own kernels) joined by a virtio-net link
 #      (scripts/bench-2vm-guest.sh).
 # Every figure is the median of OX_BENCH_ROUNDS (5) interleaved rounds, with its range.
@@ -40,6 +41,7 @@ one_vm() {
 
 one_vm 1vm bench-guest.sh "one VM, two namespaces ($OX_BENCH_ROUNDS rounds; QEMU/TCG, this takes a while)"
 one_vm nvmeof bench-nvmeof-guest.sh "NVMe over Fabrics, one VM"
+one_vm iwarp bench-iwarp-guest.sh "iWARP: oxiwarp and siw, one VM"
 
 if [ "${OX_BENCH_QUICK:-0}" != 1 ]; then
 	echo "bench: two VMs joined by virtio-net"

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Runs in a bench VM (scripts/bench.sh): iWARP, oxiwarp against siw, over rdma_cm (perftest
+# -R) on one veth pair, and single-stream TCP over the same pair for reference.
+#   oxiwarp  oxa_i <-> oxb_i on oxa0/oxb0, in namespaces oxa and oxb;
+#   siw      siw0 <-> siw1 on oxv0/oxv1, in the root namespace.
+# A wildcard rdma_cm listen (perftest's server) asks every iWARP device to listen, and siw binds
+# its device's address in the listener's namespace, which fails from another namespace: the siw
+# devices exist only while siw is measured (added and deleted each round). Each round measures
+# both systems, in an order that rotates; results go to $OX_OUT/raw.txt as
+# "ROUND iw.SYSTEM.KEY VALUE" lines for scripts/bench-report.py.
+#   OX_BENCH_ROUNDS (5), OX_BENCH_SECONDS (3), OX_BENCH_LAT_ITERS (2000)
+set -euo pipefail
+# shellcheck source=tests/vm/lib.sh
+. "$OX_ROOT/tests/vm/lib.sh"
+
+ROUNDS=${OX_BENCH_ROUNDS:-5}
+DUR=${OX_BENCH_SECONDS:-3}
+LAT_ITERS=${OX_BENCH_LAT_ITERS:-2000}
+RAW=$OX_OUT/raw.txt
+: >"$RAW"
+round=0
+
+record() { echo "$round iw.$1 $2" >>"$RAW"; }
+
+sys_args() {
+	case $1 in
+	oxiwarp) SNS=$NS_B CNS=$NS_A SDEV=oxb_i CDEV=oxa_i SIP=$NS_B_IP4;;
+	siw) SNS= CNS= SDEV=siw1 CDEV=siw0 SIP=$VETH_B_IP4;;
+	esac
+}
+
+siw_up() {
+	siw_add siw0 "$VETH_A"
+	siw_add siw1 "$VETH_B"
+}
+
+siw_down() {
+	link_del siw0
+	link_del siw1
+}
+
+# bw SYSTEM TOOL SIZE: bandwidth over rdma_cm, MB/s (2^20).
+bw() {
+	local sys=$1 tool=$2 size=$3 row mbs
+	sys_args "$sys"
+	run_pair --port 18515 --server-ns "$SNS" --client-ns "$CNS" 120 \
+		"$tool" -R -F -D "$DUR" -s "$size" -d "$SDEV" -- \
+		"$tool" -R -F -D "$DUR" -s "$size" -d "$CDEV" "$SIP"
+	row=$(grep -E "^[[:space:]]*$size[[:space:]]" <<<"$PAIR_CLIENT_OUT" | tail -1) ||
+		fail "$sys $tool $size: no result row: $PAIR_CLIENT_OUT"
+	mbs=$(awk '{print $4}' <<<"$row")
+	record "$sys.$tool.$size" "$mbs"
+	info "$sys $tool $size: $mbs MB/s"
+}
+
+# lat SYSTEM TOOL: median and 99th percentile latency of 2-byte messages, us.
+lat() {
+	local sys=$1 tool=$2 row
+	sys_args "$sys"
+	run_pair --port 18515 --server-ns "$SNS" --client-ns "$CNS" 120 \
+		"$tool" -R -F -n "$LAT_ITERS" -s 2 -d "$SDEV" -- \
+		"$tool" -R -F -n "$LAT_ITERS" -s 2 -d "$CDEV" "$SIP"
+	row=$(grep -E "^[[:space:]]*2[[:space:]]+$LAT_ITERS[[:space:]]" <<<"$PAIR_CLIENT_OUT") ||
+		fail "$sys $tool: no result row: $PAIR_CLIENT_OUT"
+	record "$sys.$tool.p50" "$(awk '{print $5}' <<<"$row")"
+	record "$sys.$tool.p99" "$(awk '{print $8}' <<<"$row")"
+	info "$sys $tool: $(awk '{print "p50 " $5 " us, p99 " $8 " us"}' <<<"$row")"
+}
+
+measure() {
+	local sys=$1
+	[ "$sys" != siw ] || siw_up
+	bw "$sys" ib_write_bw 65536
+	bw "$sys" ib_read_bw 65536
+	bw "$sys" ib_send_bw 65536
+	lat "$sys" ib_send_lat
+	[ "$sys" != siw ] || siw_down
+}
+
+# tcp: iperf3, one stream, between the namespaces (MB/s).
+tcp() {
+	local mbits
+	run_pair --port 5201 --server-ns "$NS_B" --client-ns "$NS_A" 60 \
+		iperf3 -s -1 -B "$NS_B_IP4" -- iperf3 -c "$NS_B_IP4" -t "$DUR" -l 64K -P 1 -f m
+	mbits=$(awk '/[0-9] +sec.*receiver/ {v = $(NF - 2)} END {print v}' <<<"$PAIR_CLIENT_OUT")
+	[ -n "$mbits" ] || fail "iperf3: no receiver line: $PAIR_CLIENT_OUT"
+	record tcp.1 "$(awk -v m="$mbits" 'BEGIN { printf "%.2f", m * 1000000 / 8 / 1048576 }')"
+}
+
+modprobe rdma_ucm
+use_provider
+veth_root
+ns_pair
+rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
+rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
+for round in $(seq 1 "$ROUNDS"); do
+	info "== round $round of $ROUNDS"
+	if ((round % 2)); then order=(oxiwarp siw); else order=(siw oxiwarp); fi
+	for sys in "${order[@]}"; do measure "$sys"; done
+	tcp
+done
+info "raw results: $(wc -l <"$RAW") lines"
+pass
