@@ -108,8 +108,8 @@ def report(t, out):
                                       t.cell("nvme.rxe.lo_drops", 0)))
 
     if any(k.startswith("iw.") for k in t.vals):
-        w("\n-- iWARP, one VM: oxiwarp between two namespaces, siw in the root namespace (its TCP\n")
-        w("   runs over lo), perftest -R over rdma_cm\n")
+        w("\n-- iWARP, one VM: two devices on a veth pair in the root namespace, so that TCP runs\n")
+        w("   through lo for both; perftest -R over rdma_cm; TCP one stream over the same path\n")
         w("  %-27s %-26s %-26s oxiwarp/siw\n" % ("", "oxiwarp", "siw"))
         for label, k, p in [("ib_write_bw 64 KiB, MB/s", "ib_write_bw.65536", 1),
                             ("ib_read_bw 64 KiB, MB/s", "ib_read_bw.65536", 1),

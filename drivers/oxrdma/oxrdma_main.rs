@@ -92,7 +92,7 @@ module! {
     type: OxRdma,
     name: "oxrdma",
     author: "The oxrdma developers",
-    description: "Software RDMA provider: RoCE v1 and v2 over Ethernet (iWARP devices without a data path yet)",
+    description: "Software RDMA provider: RoCE v1 and v2 over Ethernet, iWARP over kernel TCP",
     license: "GPL",
     alias: ["rdma-link-oxroce", "rdma-link-oxiwarp"],
 }

@@ -5,7 +5,7 @@
 # alloc/dealloc) pass through the oxrdma provider on an oxroce device (with its RoCE v2 IPv4 GID)
 # and an oxiwarp device: no failure, no error, and every skip is one the reference drivers share
 # for the same reason (device memory, a hardware feature; an iWARP port's single GID) or one
-# that needs the data path (QP/CQ/MR: EOPNOTSUPP, not implemented yet). rxe and siw devices run
+# that needs a data path feature the device lacks (EOPNOTSUPP). rxe and siw devices run
 # the same modules for comparison; their results are shown, not judged.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
@@ -57,7 +57,7 @@ skip_category() {
 declare -A what=(
 	[dm]="device memory (ibv_alloc_dm) is a hardware feature: max_dm_size is 0, as on rxe and siw"
 	[iwarp-one-gid]="the bad-flow gid_ex query needs an empty GID index; an iWARP port has one GID (the MAC), as on siw"
-	[data-path]="needs a QP/CQ/MR/...: EOPNOTSUPP, the data path is not implemented yet"
+	[data-path]="needs a QP/CQ/MR/... feature the device does not offer (EOPNOTSUPP)"
 	[other]="UNEXPECTED: a device or PD feature the oxrdma device path should support"
 )
 

@@ -1097,13 +1097,17 @@ impl QpInner {
                     Event::Header { segment, .. } => Some(segment),
                     _ => st.iw.as_ref().and_then(|iw| iw.rx_hdr),
                 };
-                if let Some(t) = t {
-                    pr_info!(
+                match (t, what) {
+                    (Some(t), Some(s)) => pr_info!(
                         "oxrdma: QP {:#x}: iWARP {:?} refused: {}\n",
                         self.qpn,
-                        what.map(|s| s.opcode),
+                        s.opcode,
                         t
-                    );
+                    ),
+                    (Some(t), None) => {
+                        pr_info!("oxrdma: QP {:#x}: iWARP segment refused: {}\n", self.qpn, t)
+                    }
+                    (None, _) => {}
                 }
                 return self.iw_fail(st, t);
             }
