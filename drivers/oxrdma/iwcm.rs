@@ -23,6 +23,7 @@ use crate::dev::RoceDev;
 use crate::ox::error::code;
 use crate::ox::ida::{Ida, IdaId};
 use crate::ox::net::NetRef;
+use crate::ox::params;
 use crate::ox::rdma::iwcm::{CmId, ConnParams, Event, EventKind};
 use crate::ox::tcp::{SockAddr, TcpEvents, TcpSocket, TcpState};
 use crate::ox::timer::{Timer, TimerHandler};
@@ -290,7 +291,7 @@ impl IwCm {
         let policy = Policy {
             revision: 2,
             crc: true,
-            markers: false,
+            markers: params::iwarp_markers(),
             ird: (params.ird.min(u32::from(MAX_IRD)) as u16).max(1),
             ord: params.ord.min(u32::from(MAX_IRD)) as u16,
             rtr: None,
@@ -326,7 +327,7 @@ impl IwCm {
         let policy = Policy {
             revision: 2,
             crc: false,
-            markers: false,
+            markers: params::iwarp_markers(),
             ird: 0,
             ord: 0,
             rtr: None,
@@ -348,7 +349,7 @@ impl IwCm {
         let policy = Policy {
             revision: 2,
             crc: true,
-            markers: false,
+            markers: params::iwarp_markers(),
             ird: (params.ird.min(u32::from(MAX_IRD)) as u16).max(1),
             ord: params.ord.min(u32::from(MAX_IRD)) as u16,
             rtr: None,

@@ -6,6 +6,7 @@
 #include <kunit/test.h>
 #include <linux/crc32.h>
 #include <linux/idr.h>
+#include <linux/moduleparam.h>
 #include <linux/netdevice.h>
 #include <rdma/ib_verbs.h>
 
@@ -151,4 +152,17 @@ void oxrdma_spin_unlock_bh(spinlock_t *lock)
 bool oxrdma_in_task(void)
 {
 	return in_task();
+}
+
+/*
+ * Module parameters (the 6.12 Rust `module!` macro has none): read through the getters below.
+ */
+static bool iwarp_markers;
+module_param(iwarp_markers, bool, 0644);
+MODULE_PARM_DESC(iwarp_markers,
+		 "oxiwarp asks its peers for MPA markers in the streams it receives (default: no)");
+
+bool oxrdma_param_iwarp_markers(void)
+{
+	return READ_ONCE(iwarp_markers);
 }

@@ -73,4 +73,7 @@ bool oxrdma_in_task(void);
 struct ida;
 void oxrdma_ida_init(struct ida *ida);
 
+/* The module parameter iwarp_markers (/sys/module/oxrdma/parameters/iwarp_markers). */
+bool oxrdma_param_iwarp_markers(void);
+
 #endif

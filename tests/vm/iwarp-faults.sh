@@ -12,12 +12,6 @@ set -euo pipefail
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
 use_provider
 
-cm_pair() {
-	local port=$1 limit=$2
-	shift 2
-	run_pair --port "$port" --server-ns "$NS_B" --client-ns "$NS_A" "$limit" "$@"
-}
-
 check_rping() {
 	local side=$1 out=$2 n=$3 got
 	got=$(grep -c 'ping data: rdma-ping-' <<<"$out" || true)
@@ -43,12 +37,12 @@ rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
 info "netem: loss 5%, reorder 10% 50%, delay 1 ms on both ends"
 expect_ok ip netns exec "$NS_A" tc qdisc add dev "$NS_A_DEV" root netem loss 5% reorder 10% 50% delay 1ms
 expect_ok ip netns exec "$NS_B" tc qdisc add dev "$NS_B_DEV" root netem loss 5% reorder 10% 50% delay 1ms
-cm_pair 7174 240 rping -p 7174 -s -a "$NS_B_IP4" -v -C 50 -S 4000 -- \
+cm_pair "$NS_B" "$NS_A" 7174 240 rping -p 7174 -s -a "$NS_B_IP4" -v -C 50 -S 4000 -- \
 	rping -p 7174 -c -a "$NS_B_IP4" -v -C 50 -S 4000
 check_rping "netem rping server" "$PAIR_SERVER_OUT" 50
 check_rping "netem rping client" "$PAIR_CLIENT_OUT" 50
 for tool in ib_write_bw ib_read_bw ib_send_bw; do
-	cm_pair 18515 240 "$tool" -R -F -p 18515 -n 5 -s 1048583 -d oxb_i -- \
+	perftest_pair "$NS_B" "$NS_A" 18515 240 "$tool" -R -F -p 18515 -n 5 -s 1048583 -d oxb_i -- \
 		"$tool" -R -F -p 18515 -n 5 -s 1048583 -d oxa_i "$NS_B_IP4"
 	row=$(grep -E '^[[:space:]]*1048583[[:space:]]+5[[:space:]]' <<<"$PAIR_CLIENT_OUT" || true)
 	[[ -n $row ]] || fail "$tool under netem: no result row in: $PAIR_CLIENT_OUT"
@@ -82,7 +76,7 @@ expect_ok ip netns exec "$NS_B" ip link set "$NS_B_DEV" up
 nothing_left "after the link went down"
 
 info "and the connection works again"
-cm_pair 7174 120 rping -p 7174 -s -a "$NS_B_IP4" -v -C 10 -- rping -p 7174 -c -a "$NS_B_IP4" -v -C 10
+cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP4" -v -C 10 -- rping -p 7174 -c -a "$NS_B_IP4" -v -C 10
 check_rping "rping server after" "$PAIR_SERVER_OUT" 10
 check_rping "rping client after" "$PAIR_CLIENT_OUT" 10
 nothing_left "at the end"

@@ -13,35 +13,6 @@ set -euo pipefail
 
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
 
-# cm_pair SERVER-NS CLIENT-NS PORT LIMIT SERVER-CMD... -- CLIENT-CMD...: the client starts
-# once the server listens on rdma_cm port PORT.
-cm_pair() {
-	local sns=$1 cns=$2 port=$3 limit=$4
-	shift 4
-	run_pair --port "$port" --server-ns "$sns" --client-ns "$cns" "$limit" "$@"
-}
-
-# perftest_pair ARGS...: cm_pair ARGS for a perftest -R pair, tried again (three times in all)
-# when the client's connection was rejected: perftest's server listens a second time, for its
-# data QPs, only after the handshake on its control connection, and a quick client can connect
-# in between and get a REJ with reason 8 (invalid service ID). perftest 4.5 (Debian 12) then
-# crashes in its own retry; perftest fixed both in 26.04.17 (its PRs 368 and 378). Any other
-# failure fails the test.
-perftest_pair() {
-	local try log=$OX_TMP/perftest.log out=$OX_TMP/perftest.client
-	for try in 1 2 3; do
-		if (cm_pair "$@" && printf '%s\n' "$PAIR_CLIENT_OUT" >"$out") >"$log" 2>&1; then
-			cat "$log"
-			PAIR_CLIENT_OUT=$(<"$out")
-			return 0
-		fi
-		cat "$log"
-		grep -qi 'reject' "$log" || fail "perftest pair failed, and not with a rejected connection"
-		info "perftest: the connection was rejected (perftest's listen race), try $((try + 1))"
-	done
-	fail "perftest: the connection was rejected three times"
-}
-
 check_rping() {
 	local side=$1 out=$2 n=$3 got
 	got=$(grep -c 'ping data: rdma-ping-' <<<"$out" || true)

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The module's parameters (`/sys/module/oxrdma/parameters/`). The 6.12 `module!` macro has
+//! no parameters: they are declared in C (`rust/helpers/helpers.c`) and read here.
+
+use super::bindings;
+
+/// `iwarp_markers`: oxiwarp asks its peers for MPA markers in the streams it receives. Read
+/// at each connection setup; writable at any time.
+pub fn iwarp_markers() -> bool {
+    // SAFETY: reads a module-lifetime static once.
+    unsafe { bindings::oxrdma_param_iwarp_markers() }
+}
