@@ -192,8 +192,12 @@ impl Driver for OxDevice {
     type Mr = MrData;
     type Ah = Ah;
 
-    fn query_device(_dev: &Device<Self>) -> DeviceAttrs {
+    fn query_device(dev: &Device<Self>) -> DeviceAttrs {
         use limits::*;
+        // An iWARP device offers RC QPs only: no SRQs, address handles or multicast (and
+        // no atomics: they would need RFC 7306, which siw does not speak either).
+        let roce = dev.kind == NodeKind::Roce;
+        let only_roce = |v: i32| if roce { v } else { 0 };
         DeviceAttrs {
             fw_ver: 0,
             max_mr_size: u64::MAX,
@@ -214,17 +218,17 @@ impl Driver for OxDevice {
             max_qp_rd_atom: MAX_RD_ATOM,
             max_qp_init_rd_atom: MAX_INIT_RD_ATOM,
             max_res_rd_atom: MAX_RES_RD_ATOM,
-            max_srq: MAX_SRQ,
-            max_srq_wr: MAX_SRQ_WR,
-            max_srq_sge: MAX_SGE,
+            max_srq: only_roce(MAX_SRQ),
+            max_srq_wr: only_roce(MAX_SRQ_WR),
+            max_srq_sge: only_roce(MAX_SGE),
             max_fast_reg_page_list_len: MAX_FAST_REG_PAGES,
             // Atomics use the CPU's own atomic instructions on the target memory.
-            atomic_glob: true,
+            atomic_glob: roce,
             max_pkeys: 1,
-            max_ah: MAX_AH,
-            max_mcast_grp: MAX_MCAST_GRP,
-            max_mcast_qp_attach: MAX_MCAST_QP_ATTACH,
-            max_total_mcast_qp_attach: MAX_MCAST_GRP * MAX_MCAST_QP_ATTACH,
+            max_ah: only_roce(MAX_AH),
+            max_mcast_grp: only_roce(MAX_MCAST_GRP),
+            max_mcast_qp_attach: only_roce(MAX_MCAST_QP_ATTACH),
+            max_total_mcast_qp_attach: only_roce(MAX_MCAST_GRP * MAX_MCAST_QP_ATTACH),
             local_ca_ack_delay: 15,
         }
     }

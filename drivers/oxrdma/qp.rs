@@ -449,7 +449,9 @@ impl QpInner {
                 work <- new_work!("oxrdma_qp"),
                 timer <- Timer::new(this),
                 st <- crate::new_spinlock_bh!(QpState {
-                    state: St::Reset,
+                    // An iWARP QP starts in INIT (RDMAC verbs' idle state), as on siw and
+                    // iWARP hardware: rdma-core expects it.
+                    state: if p.iwarp { St::Init } else { St::Reset },
                     attrs: Attrs { port: 1, ..Default::default() },
                     sq_view: RingView::new(slots),
                     req: None,
@@ -551,6 +553,9 @@ impl QpInner {
     pub(crate) fn modify(self: &Arc<Self>, a: &QpAttrs) -> Result {
         if self.iwarp {
             return self.iw_modify(a);
+        }
+        if a.foreign_av {
+            return Err(EINVAL);
         }
         // What a move to RTR or RTS builds, allocated first: the QP's lock is a spinlock, and a
         // failed allocation must leave the QP as it was.
@@ -695,6 +700,7 @@ impl QpInner {
             caps: self.caps,
             sig_all: self.sig_all,
             sqd_notify: false,
+            foreign_av: false,
         }
     }
 

@@ -339,6 +339,12 @@ impl QpInner {
         let mut st = self.st.lock();
         let cur = st.state;
         let next = a.state.unwrap_or(cur);
+        if cur == St::Err && next == St::Sqd {
+            // The iw_cm's graceful disconnect of a connection that already ended (the peer
+            // closed it first; the iw_cm learns that from the events queued for it): nothing
+            // to do, as on siw.
+            return Ok(());
+        }
         let ok = matches!(
             (cur, next),
             (_, St::Err | St::Reset)
@@ -377,8 +383,9 @@ impl QpInner {
                     iw.abort = true;
                 }
             }
-            // Before the connection is up there is nothing to close.
-            St::Sqd if st.iw.is_none() => return Err(EINVAL),
+            // Before the connection is up there is nothing to close, and nothing to send
+            // on: the connection manager moves the QP to RTS (as siw requires too).
+            St::Sqd | St::Rts if st.iw.is_none() => return Err(EINVAL),
             _ => st.state = next,
         }
         drop(st);

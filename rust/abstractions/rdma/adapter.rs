@@ -1534,6 +1534,8 @@ fn path_to(p: &Path, port: u32, ah: &mut bindings::rdma_ah_attr) {
 
 fn qp_attrs_from(a: &bindings::ib_qp_attr, m: u32) -> Result<QpAttrs> {
     let has = |bit: u32| m & bit != 0;
+    let foreign =
+        has(qp_mask::AV) && a.ah_attr.type_ != bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
     let state = |raw| QpState::from_raw(raw).ok_or(EINVAL);
     Ok(QpAttrs {
         mask: m,
@@ -1560,9 +1562,10 @@ fn qp_attrs_from(a: &bindings::ib_qp_attr, m: u32) -> Result<QpAttrs> {
         qkey: has(qp_mask::QKEY).then_some(a.qkey),
         pkey_index: has(qp_mask::PKEY_INDEX).then_some(a.pkey_index),
         port: has(qp_mask::PORT).then_some(a.port_num),
-        path: has(qp_mask::AV)
+        path: (has(qp_mask::AV) && !foreign)
             .then(|| path_from(&a.ah_attr))
             .transpose()?,
+        foreign_av: foreign,
         caps: QpCaps::default(),
         sig_all: false,
         sqd_notify: has(qp_mask::EN_SQD_ASYNC_NOTIFY) && a.en_sqd_async_notify != 0,

@@ -229,6 +229,9 @@ pub struct QpAttrs {
     pub port: Option<u32>,
     /// Primary path.
     pub path: Option<Path>,
+    /// An address vector came that is not a RoCE address (`path` is then `None`): an iWARP
+    /// device has no use for one, a RoCE device refuses it.
+    pub foreign_av: bool,
     /// Capacities (query only).
     pub caps: QpCaps,
     /// Every send WR completes (query only).
