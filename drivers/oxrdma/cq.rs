@@ -127,7 +127,7 @@ impl CqInner {
             }
         }
         if error {
-            pr_warn!("oxrdma: CQ overflow, completion lost\n");
+            pr_warn!("CQ overflow, completion lost\n");
             self.events.error();
         }
         if notify {

@@ -150,7 +150,7 @@ impl RoceDev {
             }
             Err(e) => {
                 pr_warn!(
-                    "oxrdma: cannot open UDP port {} in {}'s namespace ({:?}); is rxe loaded there?\n",
+                    "cannot open UDP port {} in {}'s namespace ({:?}); is rxe loaded there?\n",
                     icrc::ROCE_V2_UDP_PORT,
                     nd.name(),
                     e

@@ -57,6 +57,14 @@ const DEFAULT_RD: u16 = 16;
 /// dead (`TCP_USER_TIMEOUT`): a peer that vanished (link down, host gone) ends the QP with an
 /// error instead of TCP's default of about 15 minutes of retransmissions.
 const DEAD_PEER_MS: u32 = 30_000;
+/// Keepalive of an idle connection: the first probe after this many seconds without traffic,
+/// then one every [`KEEPALIVE_INTERVAL_S`], [`KEEPALIVE_PROBES`] unanswered ones end it. A peer
+/// that vanished while nothing was outstanding is noticed too, after about 25 s.
+const KEEPALIVE_IDLE_S: u32 = 10;
+/// See [`KEEPALIVE_IDLE_S`].
+const KEEPALIVE_INTERVAL_S: u32 = 5;
+/// See [`KEEPALIVE_IDLE_S`].
+const KEEPALIVE_PROBES: u32 = 3;
 
 /// Something a socket or a deadline wakes: its work runs next in the module's queue.
 trait Wake: Send + Sync + 'static {
@@ -182,6 +190,7 @@ impl IwCm {
         let s = TcpSocket::new(&net, addr)?;
         s.set_rdma_options();
         s.set_user_timeout(DEAD_PEER_MS);
+        s.set_keepalive(KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES);
         Ok(s)
     }
 
@@ -494,7 +503,7 @@ impl Listener {
                 _ => return,
             };
             if let Err(e) = Pending::start(self, s) {
-                pr_info!("oxrdma: iWARP connection request dropped: {:?}\n", e);
+                pr_info!("iWARP connection request dropped: {:?}\n", e);
             }
         }
         Wake::wake(self);
@@ -556,6 +565,7 @@ impl Pending {
         p.io.lock().buf = KVec::from_elem(0u8, RR_MAX, GFP_KERNEL)?;
         sock.set_rdma_options();
         sock.set_user_timeout(DEAD_PEER_MS);
+        sock.set_keepalive(KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES);
         sock.watch(Arc::new(Waker(p.clone()), GFP_KERNEL)?)?;
         p.io.lock().sock = Some(sock);
         {

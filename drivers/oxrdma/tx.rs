@@ -45,7 +45,7 @@ impl KernelCrc {
     /// Times the two engines over a few 4 KiB buffers and keeps the faster (process context).
     pub(crate) fn pick() -> Result<Self> {
         let Ok(shash) = Crc32Shash::new() else {
-            pr_info!("oxrdma: ICRC with the built-in CRC-32 tables (no crc32 shash)\n");
+            pr_info!("ICRC with the built-in CRC-32 tables (no crc32 shash)\n");
             return Ok(Self::Soft);
         };
         let buf = KVec::from_elem(0x5au8, 4096, GFP_KERNEL)?;
@@ -61,11 +61,11 @@ impl KernelCrc {
         let (t_hw, c_hw) = time(&hw);
         let (t_sw, c_sw) = time(&KernelCrc::Soft);
         if c_hw != c_sw {
-            pr_warn!("oxrdma: the crc32 shash disagrees with CRC-32; using the tables\n");
+            pr_warn!("the crc32 shash disagrees with CRC-32; using the tables\n");
             return Ok(Self::Soft);
         }
         pr_info!(
-            "oxrdma: ICRC with {} (128 KiB: crc32 shash {} us, tables {} us)\n",
+            "ICRC with {} (128 KiB: crc32 shash {} us, tables {} us)\n",
             if t_hw <= t_sw {
                 "the crc32 shash"
             } else {

@@ -211,6 +211,21 @@ impl TcpSocket {
         let _ = unsafe { bindings::tcp_sock_set_user_timeout(self.sk(), ms) };
     }
 
+    /// Probes an idle connection (`SO_KEEPALIVE`): after `idle` seconds without traffic, every
+    /// `interval` seconds, and `count` unanswered probes end it with `ETIMEDOUT`.
+    pub fn set_keepalive(&self, idle: u32, interval: u32, count: u32) {
+        let v = |x: u32| i32::try_from(x).unwrap_or(i32::MAX).max(1);
+        // SAFETY: `sk` is valid (type invariant); each takes the socket lock. Values of at
+        // least 1 are within the accepted ranges (`MAX_TCP_KEEP*` bound them), so the results
+        // are of no interest.
+        unsafe {
+            bindings::sock_set_keepalive(self.sk());
+            let _ = bindings::tcp_sock_set_keepidle(self.sk(), v(idle).min(32767));
+            let _ = bindings::tcp_sock_set_keepintvl(self.sk(), v(interval).min(32767));
+            let _ = bindings::tcp_sock_set_keepcnt(self.sk(), v(count).min(127));
+        }
+    }
+
     /// Closing sends a reset instead of a FIN (`SO_LINGER` with a zero timeout).
     pub fn set_abort_on_close(&self) {
         // SAFETY: `sk` is valid (type invariant).

@@ -4,7 +4,9 @@
 # delay on both veth ends, TCP recovers and every byte arrives right: rping's data check, and
 # perftest -R writes and reads of odd sizes above 1 MiB. The peer's link going down in the
 # middle of a run ends the connection within the dead-peer timeout (30 s of unacknowledged
-# data): both sides see their QP fail, nothing hangs, nothing is left behind.
+# data): both sides see their QP fail, nothing hangs, nothing is left behind. An RDMA WRITE to
+# an STag the target never registered is refused with a TERMINATE (RDMAP, remote protection,
+# invalid STag): both QPs fail and flush their receives.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
@@ -51,6 +53,18 @@ done
 expect_ok ip netns exec "$NS_A" tc qdisc del dev "$NS_A_DEV" root
 expect_ok ip netns exec "$NS_B" tc qdisc del dev "$NS_B_DEV" root
 nothing_left "after netem"
+
+info "an RDMA WRITE to an STag the target never registered: TERMINATE, both QPs fail"
+dmesg -C
+cm_pair "$NS_B" "$NS_A" 7471 60 python3 "$OX_ROOT/tests/vm/iwarp/bad-write.py" server "$NS_B_IP4" 7471 -- \
+	python3 "$OX_ROOT/tests/vm/iwarp/bad-write.py" client "$NS_B_IP4" 7471
+# Each side's posted receive is flushed (IBV_WC_WR_FLUSH_ERR, 5).
+expect_match "$PAIR_SERVER_OUT" '^recv status 5$' "bad write: the target's receive"
+expect_match "$PAIR_CLIENT_OUT" '^recv status 5$' "bad write: the writer's receive"
+expect_match "$(dmesg)" 'iWARP Write refused: RDMAP error type 1 code 0x00' "bad write: the target's log"
+expect_match "$(dmesg)" 'the peer terminated the connection: RDMAP error type 1 code 0x00' \
+	"bad write: the writer's log"
+nothing_left "after the bad write"
 
 info "the peer's link goes down in the middle of a run"
 ip netns exec "$NS_B" rping -p 7174 -s -a "$NS_B_IP4" -C 100000 -S 4000 >"$OX_TMP/down.server" 2>&1 &

@@ -507,19 +507,21 @@ impl QpInner {
             if st.state != St::Err {
                 self.to_error(&mut st, None);
             }
-            // A TERMINATE goes out first, if the socket takes it.
-            if let Some(t) = st.iw.as_mut().and_then(|iw| iw.terminate.take()) {
-                let mut buf = [0u8; 64];
-                if let Some(n) = st
-                    .iw
-                    .as_mut()
-                    .and_then(|iw| frame_terminate(iw, t, &mut buf))
-                {
-                    let _ = io.sock.send(&[&buf[..n]], false);
-                }
-            }
+            // A TERMINATE goes out first, if the socket takes it (framed under the QP's
+            // lock, sent after it: sending may sleep).
+            let mut term = [0u8; 64];
+            let term_len = match st.iw.as_mut() {
+                Some(iw) => iw
+                    .terminate
+                    .take()
+                    .and_then(|t| frame_terminate(iw, t, &mut term)),
+                None => None,
+            };
             st.iw = None;
             drop(st);
+            if let Some(n) = term_len {
+                let _ = io.sock.send(&[&term[..n]], false);
+            }
             if let Some(io) = guard.take() {
                 self.iw_close(io, abort);
             }
@@ -1086,7 +1088,7 @@ impl QpInner {
             let step = match iw.deframer.step(data) {
                 Ok(s) => s,
                 Err(t) => {
-                    pr_info!("oxrdma: QP {:#x}: iWARP stream error: {}\n", self.qpn, t);
+                    pr_info!("QP {:#x}: iWARP stream error: {}\n", self.qpn, t);
                     return self.iw_fail(st, Some(t));
                 }
             };
@@ -1105,14 +1107,11 @@ impl QpInner {
                     _ => st.iw.as_ref().and_then(|iw| iw.rx_hdr),
                 };
                 match (t, what) {
-                    (Some(t), Some(s)) => pr_info!(
-                        "oxrdma: QP {:#x}: iWARP {:?} refused: {}\n",
-                        self.qpn,
-                        s.opcode,
-                        t
-                    ),
+                    (Some(t), Some(s)) => {
+                        pr_info!("QP {:#x}: iWARP {:?} refused: {}\n", self.qpn, s.opcode, t)
+                    }
                     (Some(t), None) => {
-                        pr_info!("oxrdma: QP {:#x}: iWARP segment refused: {}\n", self.qpn, t)
+                        pr_info!("QP {:#x}: iWARP segment refused: {}\n", self.qpn, t)
                     }
                     (None, _) => {}
                 }
@@ -1171,14 +1170,11 @@ impl QpInner {
                 }
                 match seg.terminate {
                     Some(t) => pr_info!(
-                        "oxrdma: QP {:#x}: the peer terminated the connection: {}\n",
+                        "QP {:#x}: the peer terminated the connection: {}\n",
                         self.qpn,
                         t.code
                     ),
-                    None => pr_info!(
-                        "oxrdma: QP {:#x}: the peer terminated the connection\n",
-                        self.qpn
-                    ),
+                    None => pr_info!("QP {:#x}: the peer terminated the connection\n", self.qpn),
                 }
                 RxSeg::Discard
             }

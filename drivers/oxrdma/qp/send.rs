@@ -33,7 +33,7 @@ impl QpInner {
             (r.una(), r.sent_end(), r.next_psn(), st.attrs.dest_qpn)
         };
         pr_info!(
-            "oxrdma: QP {:#x}: transport retries exhausted: unacknowledged from PSN {:#x}, sent up to {:#x}, posted up to {:#x}\n",
+            "QP {:#x}: transport retries exhausted: unacknowledged from PSN {:#x}, sent up to {:#x}, posted up to {:#x}\n",
             self.qpn,
             una.get(),
             sent_end.get(),
@@ -48,7 +48,7 @@ impl QpInner {
         }
         if let Some(r) = st.resp.as_ref() {
             pr_info!(
-                "oxrdma: QP {:#x} (its peer, on this device): state {:?}, expects PSN {:#x}, gap NAKed {}, message open {:?}\n",
+                "QP {:#x} (its peer, on this device): state {:?}, expects PSN {:#x}, gap NAKed {}, message open {:?}\n",
                 dest,
                 st.state,
                 r.epsn().get(),
@@ -136,7 +136,7 @@ impl QpInner {
 
     pub(super) fn ring_fault(&self, st: &mut QpState, f: RingFault) {
         pr_info!(
-            "oxrdma: QP {}: invalid send queue ({:?}); QP in error\n",
+            "QP {}: invalid send queue ({:?}); QP in error\n",
             self.qpn,
             f
         );
