@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Runs in a bench VM (scripts/bench.sh): iWARP, oxiwarp against siw, over rdma_cm (perftest
-# -R), and single-stream TCP for reference. Both iWARP systems run the same way: two devices
-# on the root-namespace veth pair oxv0/oxv1 (10.78.0.1, 10.78.0.2), whose TCP connections, both
-# ends being local addresses, go through lo. Only one system's devices exist at a time: a
-# wildcard rdma_cm listen (perftest's server) asks every iWARP device to listen, siw binds its
-# netdev's addresses and oxiwarp the wildcard address, and the two would take the same port.
-# Each round measures both, in an order that rotates; results go to $OX_OUT/raw.txt as
-# "ROUND iw.SYSTEM.KEY VALUE" lines for scripts/bench-report.py.
+# -R), and single-stream TCP for reference.
+#   oxiwarp  oxa_i <-> oxb_i on oxa0/oxb0, in namespaces oxa and oxb (TCP over the veth pair);
+#   siw      siw0 <-> siw1 on oxv0/oxv1 in the root namespace (TCP between two local
+#            addresses: through lo).
+# The two cannot share a path: a wildcard rdma_cm listen (perftest's server) asks every iWARP
+# device to listen; siw binds its netdev's addresses in the listener's namespace (so siw
+# devices of another namespace fail the listen), and oxiwarp binds the wildcard address in its
+# device's namespace (so two oxiwarp devices of one namespace collide). Only one system's
+# devices exist at a time. Each round measures both, in an order that rotates; results go to
+# $OX_OUT/raw.txt as "ROUND iw.SYSTEM.KEY VALUE" lines for scripts/bench-report.py, TCP over
+# each path as iw.tcp_veth and iw.tcp_lo.
 #   OX_BENCH_ROUNDS (5), OX_BENCH_SECONDS (3), OX_BENCH_LAT_ITERS (2000)
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
@@ -24,23 +28,26 @@ record() { echo "$round iw.$1 $2" >>"$RAW"; }
 
 sys_args() {
 	case $1 in
-	oxiwarp) SDEV=oxi1 CDEV=oxi0;;
-	siw) SDEV=siw1 CDEV=siw0;;
+	oxiwarp) SNS=$NS_B CNS=$NS_A SDEV=oxb_i CDEV=oxa_i SIP=$NS_B_IP4;;
+	siw) SNS= CNS= SDEV=siw1 CDEV=siw0 SIP=$VETH_B_IP4;;
 	esac
-	SNS= CNS= SIP=$VETH_B_IP4
 }
 
 devs_up() {
 	case $1 in
-	oxiwarp) rdma_link_add oxi0 oxiwarp "$VETH_A"; rdma_link_add oxi1 oxiwarp "$VETH_B";;
+	oxiwarp)
+		rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
+		rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
+		;;
 	siw) siw_add siw0 "$VETH_A"; siw_add siw1 "$VETH_B";;
 	esac
 }
 
 devs_down() {
-	sys_args "$1"
-	link_del "$CDEV"
-	link_del "$SDEV"
+	case $1 in
+	oxiwarp) link_del -n "$NS_A" oxa_i; link_del -n "$NS_B" oxb_i;;
+	siw) link_del siw0; link_del siw1;;
+	esac
 }
 
 # bw SYSTEM TOOL SIZE: bandwidth over rdma_cm, MB/s (2^20).
@@ -87,24 +94,26 @@ measure() {
 	devs_down "$sys"
 }
 
-# tcp: iperf3, one stream, between the two addresses (through lo, as the iWARP systems).
+# tcp KEY SERVER-NS CLIENT-NS SERVER-IP: iperf3, one stream (MB/s).
 tcp() {
-	local mbits
-	run_pair --port 5201 60 \
-		iperf3 -s -1 -B "$VETH_B_IP4" -- iperf3 -c "$VETH_B_IP4" -B "$VETH_A_IP4" -t "$DUR" -l 64K -P 1 -f m
+	local key=$1 sns=$2 cns=$3 ip=$4 mbits
+	run_pair --port 5201 --server-ns "$sns" --client-ns "$cns" 60 \
+		iperf3 -s -1 -B "$ip" -- iperf3 -c "$ip" -t "$DUR" -l 64K -P 1 -f m
 	mbits=$(awk '/[0-9] +sec.*receiver/ {v = $(NF - 2)} END {print v}' <<<"$PAIR_CLIENT_OUT")
 	[ -n "$mbits" ] || fail "iperf3: no receiver line: $PAIR_CLIENT_OUT"
-	record tcp.1 "$(awk -v m="$mbits" 'BEGIN { printf "%.2f", m * 1000000 / 8 / 1048576 }')"
+	record "$key" "$(awk -v m="$mbits" 'BEGIN { printf "%.2f", m * 1000000 / 8 / 1048576 }')"
 }
 
 modprobe rdma_ucm
 use_provider
 veth_root
+ns_pair
 for round in $(seq 1 "$ROUNDS"); do
 	info "== round $round of $ROUNDS"
 	if ((round % 2)); then order=(oxiwarp siw); else order=(siw oxiwarp); fi
 	for sys in "${order[@]}"; do measure "$sys"; done
-	tcp
+	tcp tcp_veth "$NS_B" "$NS_A" "$NS_B_IP4"
+	tcp tcp_lo "" "" "$VETH_B_IP4"
 done
 info "raw results: $(wc -l <"$RAW") lines"
 pass

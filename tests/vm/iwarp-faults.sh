@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # oxiwarp when the network misbehaves, between two namespaces. Under netem loss, reordering and
-# delay on both veth ends, TCP recovers and every byte arrives right: rping's data check, and
-# perftest -R writes and reads of odd sizes above 1 MiB. The peer's link going down in the
-# middle of a run ends the connection within the dead-peer timeout (30 s of unacknowledged
-# data): both sides see their QP fail, nothing hangs, nothing is left behind. An RDMA WRITE to
-# an STag the target never registered is refused with a TERMINATE (RDMAP, remote protection,
-# invalid STag): both QPs fail and flush their receives.
+# delay on both veth ends, TCP recovers and every byte arrives right: rping's data check with
+# 4000- and 65000-byte messages (RDMA READs and WRITEs of many segments). (perftest is not run
+# there: its closing handshake races with the peer's disconnect, which on iWARP, siw's too,
+# flushes the QP.) The peer's link going down in the middle of a run ends the connection within
+# the dead-peer timeout (30 s of unacknowledged data, or keepalive): both sides see their QP
+# fail, nothing hangs, nothing is left behind. An RDMA WRITE to an STag the target never
+# registered is refused with a TERMINATE (RDMAP, remote protection, invalid STag): both QPs
+# fail and flush their receives.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
@@ -43,26 +45,25 @@ cm_pair "$NS_B" "$NS_A" 7174 240 rping -p 7174 -s -a "$NS_B_IP4" -v -C 50 -S 400
 	rping -p 7174 -c -a "$NS_B_IP4" -v -C 50 -S 4000
 check_rping "netem rping server" "$PAIR_SERVER_OUT" 50
 check_rping "netem rping client" "$PAIR_CLIENT_OUT" 50
-for tool in ib_write_bw ib_read_bw ib_send_bw; do
-	perftest_pair "$NS_B" "$NS_A" 18515 240 "$tool" -R -F -p 18515 -n 5 -s 1048583 -d oxb_i -- \
-		"$tool" -R -F -p 18515 -n 5 -s 1048583 -d oxa_i "$NS_B_IP4"
-	row=$(grep -E '^[[:space:]]*1048583[[:space:]]+5[[:space:]]' <<<"$PAIR_CLIENT_OUT" || true)
-	[[ -n $row ]] || fail "$tool under netem: no result row in: $PAIR_CLIENT_OUT"
-	info "$tool -R under netem: $row"
-done
+# Larger messages (rping's largest buffer is 64 KiB): many segments each, verified.
+cm_pair "$NS_B" "$NS_A" 7174 240 rping -p 7174 -s -a "$NS_B_IP4" -v -C 20 -S 65000 -- \
+	rping -p 7174 -c -a "$NS_B_IP4" -v -C 20 -S 65000
+check_rping "netem rping 65000 server" "$PAIR_SERVER_OUT" 20
+check_rping "netem rping 65000 client" "$PAIR_CLIENT_OUT" 20
 expect_ok ip netns exec "$NS_A" tc qdisc del dev "$NS_A_DEV" root
 expect_ok ip netns exec "$NS_B" tc qdisc del dev "$NS_B_DEV" root
 nothing_left "after netem"
 
 info "an RDMA WRITE to an STag the target never registered: TERMINATE, both QPs fail"
-dmesg -C
+mark=$(dmesg | wc -l)
 cm_pair "$NS_B" "$NS_A" 7471 60 python3 "$OX_ROOT/tests/vm/iwarp/bad-write.py" server "$NS_B_IP4" 7471 -- \
 	python3 "$OX_ROOT/tests/vm/iwarp/bad-write.py" client "$NS_B_IP4" 7471
 # Each side's posted receive is flushed (IBV_WC_WR_FLUSH_ERR, 5).
 expect_match "$PAIR_SERVER_OUT" '^recv status 5$' "bad write: the target's receive"
 expect_match "$PAIR_CLIENT_OUT" '^recv status 5$' "bad write: the writer's receive"
-expect_match "$(dmesg)" 'iWARP Write refused: RDMAP error type 1 code 0x00' "bad write: the target's log"
-expect_match "$(dmesg)" 'the peer terminated the connection: RDMAP error type 1 code 0x00' \
+log=$(dmesg | tail -n +"$((mark + 1))")
+expect_match "$log" 'iWARP Write refused: RDMAP error type 1 code 0x00' "bad write: the target's log"
+expect_match "$log" 'the peer terminated the connection: RDMAP error type 1 code 0x00' \
 	"bad write: the writer's log"
 nothing_left "after the bad write"
 
