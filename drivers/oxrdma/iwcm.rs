@@ -704,24 +704,32 @@ impl Active {
         let mut io = self.io.lock();
         let io = &mut *io;
         let sock = io.sock.as_ref()?;
-        if let Some(e) = sock.error() {
-            return Some(Err(e));
-        }
-        match sock.state() {
-            TcpState::Connecting => return None,
-            TcpState::Established => {}
-            _ => return Some(Err(code::econnreset())),
-        }
         if !io.sent {
+            if let Some(e) = sock.error() {
+                return Some(Err(e));
+            }
+            match sock.state() {
+                TcpState::Connecting => return None,
+                TcpState::Established => {}
+                _ => return Some(Err(code::econnreset())),
+            }
             if let Err(e) = send_frame(sock, &self.req, self.words, &self.pdata) {
                 return Some(Err(e));
             }
             io.sent = true;
         }
+        // The reply first: a peer that rejects sends its reply and closes at once, and what it
+        // sent is still to be read once the connection is closed (or reset).
         let Frame { hdr, words, ulp } =
             match read_frame(sock, RrKind::Reply, &mut io.buf, &mut io.have) {
                 Ok(Some(x)) => x,
-                Ok(None) => return None,
+                Ok(None) => {
+                    return match (sock.error(), sock.state()) {
+                        (Some(e), _) => Some(Err(e)),
+                        (None, TcpState::Established) => None,
+                        (None, _) => Some(Err(code::econnreset())),
+                    };
+                }
                 Err(e) => return Some(Err(e)),
             };
         match self.policy.complete(&self.req, &hdr, words) {
