@@ -214,10 +214,10 @@ impl TcpSocket {
     /// Probes an idle connection (`SO_KEEPALIVE`): after `idle` seconds without traffic, every
     /// `interval` seconds, and `count` unanswered probes end it with `ETIMEDOUT`.
     pub fn set_keepalive(&self, idle: u32, interval: u32, count: u32) {
+        // Values of at least 1, bounded by `MAX_TCP_KEEP*`, are accepted: the results of the
+        // setters are of no interest.
         let v = |x: u32| i32::try_from(x).unwrap_or(i32::MAX).max(1);
-        // SAFETY: `sk` is valid (type invariant); each takes the socket lock. Values of at
-        // least 1 are within the accepted ranges (`MAX_TCP_KEEP*` bound them), so the results
-        // are of no interest.
+        // SAFETY: `sk` is valid (type invariant); each setter takes the socket lock itself.
         unsafe {
             bindings::sock_set_keepalive(self.sk());
             let _ = bindings::tcp_sock_set_keepidle(self.sk(), v(idle).min(32767));

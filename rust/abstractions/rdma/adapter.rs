@@ -762,9 +762,9 @@ impl<T: Driver> Adapter<T> {
         ibqp: *mut bindings::ib_qp,
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
-        // SAFETY: ib_core's one destroy of a created QP (function contract). The driver's
-        // hook ends the QP's connection, if any; the iw_cm drops its references once told the
-        // connection closed, and only then may the QP go.
+        // The driver's hook ends the QP's connection, if any; the iw_cm drops its references
+        // once told the connection closed, and only then may the QP go.
+        // SAFETY: ib_core's one destroy of a created QP (function contract).
         unsafe {
             QpBase::<T>::destroy(ibqp, |d| {
                 T::destroy_qp(d);
