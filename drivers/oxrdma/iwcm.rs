@@ -2,7 +2,10 @@
 //! iWARP connection management: the provider side of ib_core's iw_cm over kernel TCP.
 //!
 //! * A listener ([`Listener`]) is a TCP socket in the device's namespace, bound to the
-//!   identifier's address; each connection it accepts becomes a [`Pending`] connection that
+//!   identifier's address; a wildcard one is also bound to the device's netdev (as siw
+//!   does), so that devices of one namespace, oxiwarp's and siw's, listen on the same port
+//!   side by side and a connection reaches the device that owns its destination address.
+//!   Each connection accepted becomes a [`Pending`] connection that
 //!   reads the peer's MPA request and reports it to the listener's identifier with a token.
 //!   `iw_accept` (with that token) answers with an MPA reply and hands the socket to the QP;
 //!   `iw_reject` answers with a rejecting reply and closes.
@@ -25,7 +28,7 @@ use crate::ox::ida::{Ida, IdaId};
 use crate::ox::net::NetRef;
 use crate::ox::params;
 use crate::ox::rdma::iwcm::{CmId, ConnParams, Event, EventKind};
-use crate::ox::tcp::{SockAddr, TcpEvents, TcpSocket, TcpState};
+use crate::ox::tcp::{SockAddr, TcpEvents, TcpInput, TcpSocket, TcpState};
 use crate::ox::timer::{Timer, TimerHandler};
 use crate::ox::workqueue;
 use crate::qp::{IwParams, QpInner, MAX_IRD};
@@ -110,7 +113,7 @@ macro_rules! connection_work {
 struct Waker<T: Wake>(Arc<T>);
 
 impl<T: Wake> TcpEvents for Waker<T> {
-    fn data_ready(&self) {
+    fn data_ready(&self, _input: &mut TcpInput<'_>) {
         T::wake(&self.0);
     }
     fn write_space(&self) {
@@ -222,6 +225,12 @@ impl IwCm {
     pub(crate) fn create_listen(self: &Arc<Self>, id: &CmId, backlog: i32) -> Result {
         let addr = id.local_addr().ok_or(EINVAL)?;
         let mut sock = self.socket(&addr)?;
+        if addr.is_wildcard() {
+            // Only the device's own addresses (as siw does): devices of one namespace,
+            // oxiwarp's and siw's, listen on one port side by side.
+            let nd = self.dev.tx.netdev().ok_or(ENODEV)?;
+            sock.bind_to_device(&nd)?;
+        }
         sock.bind(&addr)?;
         sock.listen(backlog.clamp(1, BACKLOG_MAX))?;
         let l = Arc::pin_init(

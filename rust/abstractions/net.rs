@@ -124,6 +124,13 @@ impl NetDevice {
         unsafe { bindings::oxrdma_netdev_mtu(self.as_raw()) }
     }
 
+    /// The interface index (unique in the device's namespace, fixed for its lifetime).
+    pub fn ifindex(&self) -> i32 {
+        // SAFETY: the device is allocated (type invariant); `ifindex` is set at registration
+        // and never changes while the device exists (a namespace move keeps it if free).
+        unsafe { (*self.as_raw()).ifindex }
+    }
+
     /// The 6-byte Ethernet address.
     pub fn mac(&self) -> [u8; 6] {
         let mut mac = [0u8; 6];

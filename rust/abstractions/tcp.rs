@@ -21,15 +21,17 @@
 //! # Context
 //!
 //! Creating, binding, listening, connecting, accepting, watching and dropping a socket: process
-//! context. [`TcpSocket::send`] and [`TcpSocket::recv`]: process context (they take the socket
-//! lock, which may sleep).
+//! context. [`TcpSocket::send`], [`TcpSocket::recv`] and [`TcpSocket::read`]: process context
+//! (they take the socket lock, which may sleep). [`TcpInput::read`]: inside `data_ready`, in
+//! place, as siw and the kernel's own TCP consumers (`tcp_read_sock`) do.
 //!
 //! C: `include/linux/net.h`, `include/net/sock.h`.
 
 use super::bindings;
 use super::error::code;
-use super::net::NetRef;
+use super::net::{NetDevice, NetRef};
 use core::ffi::c_void;
+use core::marker::PhantomData;
 use core::ptr::NonNull;
 use kernel::alloc::KBox;
 use kernel::prelude::*;
@@ -61,6 +63,14 @@ impl SockAddr {
     pub fn port(&self) -> u16 {
         match *self {
             SockAddr::V4 { port, .. } | SockAddr::V6 { port, .. } => port,
+        }
+    }
+
+    /// Whether this is the wildcard address (`INADDR_ANY`, `in6addr_any`).
+    pub fn is_wildcard(&self) -> bool {
+        match self {
+            SockAddr::V4 { ip, .. } => ip.iter().all(|b| *b == 0),
+            SockAddr::V6 { ip, .. } => ip.iter().all(|b| *b == 0),
         }
     }
 
@@ -129,12 +139,72 @@ pub enum TcpState {
 /// What a watched socket reports. Runs in softirq context (or with bottom halves disabled),
 /// possibly on several CPUs at once; must not sleep.
 pub trait TcpEvents: Send + Sync + 'static {
-    /// Data arrived (or, on a listener, a connection is ready to accept).
-    fn data_ready(&self);
+    /// Data arrived (or, on a listener, a connection is ready to accept). `input` reads it
+    /// here and now, if the events want it so.
+    fn data_ready(&self, input: &mut TcpInput<'_>);
     /// Send buffer space became available.
     fn write_space(&self);
     /// The TCP state changed (connected, reset, closed by the peer).
     fn state_change(&self);
+}
+
+/// The received bytes of a socket whose `data_ready` callback is running: the socket is held
+/// for the callback (by the softirq, or by the process that owns it and is processing its
+/// backlog), so they can be read in place, without a copy into a buffer of the caller's.
+///
+/// # Invariants
+///
+/// `sk` is a valid socket held as described above for `'a`.
+pub struct TcpInput<'a> {
+    sk: NonNull<bindings::sock>,
+    _held: PhantomData<&'a ()>,
+}
+
+impl TcpInput<'_> {
+    /// Reads what the socket received, in stream order: `f` gets it piece by piece (each
+    /// piece valid for that call only) and returns how many of its bytes it took; taking
+    /// fewer stops the read, and the rest stays in the socket. Returns the bytes taken.
+    pub fn read<F: FnMut(&[u8]) -> usize>(&mut self, mut f: F) -> Result<usize> {
+        // SAFETY: the socket is held for the callback (type invariant), as `tcp_read_sock`
+        // requires; the chunk function matches `f`'s type and `f` outlives the call.
+        let r = unsafe {
+            bindings::oxrdma_tcp_read(
+                self.sk.as_ptr(),
+                Some(read_chunk::<F>),
+                core::ptr::addr_of_mut!(f).cast(),
+            )
+        };
+        kernel::error::to_result(r.min(0))?;
+        Ok(r as usize)
+    }
+
+    /// Whether the peer closed its direction and everything it sent before was read.
+    pub fn closed(&self) -> bool {
+        // SAFETY: the socket is valid (type invariant).
+        unsafe { bindings::oxrdma_sk_input_closed(self.sk.as_ptr()) }
+    }
+}
+
+/// Hands one piece of received bytes to the closure of [`TcpInput::read`] or
+/// [`TcpSocket::read`].
+///
+/// # Safety
+///
+/// `data` points to a live `F`, not otherwise borrowed during the call; `p` is valid for
+/// reads of `len` bytes during the call.
+unsafe extern "C" fn read_chunk<F: FnMut(&[u8]) -> usize>(
+    data: *mut c_void,
+    p: *const u8,
+    len: usize,
+) -> usize {
+    // SAFETY: per the function's contract.
+    let f = unsafe { &mut *data.cast::<F>() };
+    if len == 0 {
+        return 0;
+    }
+    // SAFETY: per the function's contract.
+    let piece = unsafe { core::slice::from_raw_parts(p, len) };
+    f(piece).min(len)
 }
 
 /// What a watched socket's user data points to.
@@ -238,6 +308,16 @@ impl TcpSocket {
         // SAFETY: the socket is valid (type invariant); `ss` holds `len` bytes of address.
         kernel::error::to_result(unsafe {
             bindings::oxrdma_sock_bind(self.sock.as_ptr(), &mut ss, len)
+        })
+    }
+
+    /// Binds the socket to `dev` (`SO_BINDTODEVICE`): it then only takes connections to
+    /// that device's addresses (made over any path, including through `lo` from the same
+    /// host) and sends only through it. Call before [`TcpSocket::bind`].
+    pub fn bind_to_device(&self, dev: &NetDevice) -> Result {
+        // SAFETY: the socket is valid (type invariant); the helper takes the socket lock.
+        kernel::error::to_result(unsafe {
+            bindings::oxrdma_sock_bind_dev(self.sock.as_ptr(), dev.ifindex())
         })
     }
 
@@ -358,6 +438,28 @@ impl TcpSocket {
         Ok(r as usize)
     }
 
+    /// Reads what the socket received, like [`TcpInput::read`], under the socket's lock
+    /// (process context): for bytes that arrived before the socket was watched.
+    pub fn read<F: FnMut(&[u8]) -> usize>(&self, mut f: F) -> Result<usize> {
+        // SAFETY: the socket is valid (type invariant); the helper takes its lock; the chunk
+        // function matches `f`'s type and `f` outlives the call.
+        let r = unsafe {
+            bindings::oxrdma_sock_read(
+                self.sock.as_ptr(),
+                Some(read_chunk::<F>),
+                core::ptr::addr_of_mut!(f).cast(),
+            )
+        };
+        kernel::error::to_result(r.min(0))?;
+        Ok(r as usize)
+    }
+
+    /// Whether the peer closed its direction and everything it sent before was read.
+    pub fn input_closed(&self) -> bool {
+        // SAFETY: `sk` is valid (type invariant).
+        unsafe { bindings::oxrdma_sk_input_closed(self.sk()) }
+    }
+
     /// Shuts both directions down (a FIN goes out; blocked callers return).
     pub fn shutdown(&self) {
         // SAFETY: the socket is valid (type invariant). A socket that is not connected
@@ -467,7 +569,14 @@ unsafe fn with_hook<T: TcpEvents>(
 /// Called by the network stack for a socket `watch` installed it on, for `T`.
 unsafe extern "C" fn data_ready<T: TcpEvents>(sk: *mut bindings::sock) {
     // SAFETY: installed by `watch` for `T` on `sk`, which the stack passes in.
-    unsafe { with_hook::<T>(sk, |e| e.data_ready(), |s| s.data_ready) };
+    // INVARIANT: the stack calls `sk_data_ready` with the socket held.
+    let mut input = TcpInput {
+        // SAFETY: the stack passes a valid socket.
+        sk: unsafe { NonNull::new_unchecked(sk) },
+        _held: PhantomData,
+    };
+    // SAFETY: installed by `watch` for `T` on `sk`, which the stack passes in.
+    unsafe { with_hook::<T>(sk, |e| e.data_ready(&mut input), |s| s.data_ready) };
 }
 
 /// The socket's `sk_write_space` while watched.

@@ -204,6 +204,11 @@ bool oxrdma_dev_has_addr(struct net_device *ndev, const u8 *addr, bool ipv6)
 	return found;
 }
 
+int oxrdma_sock_bind_dev(struct socket *sock, int ifindex)
+{
+	return sock_bindtoindex(sock->sk, ifindex, true);
+}
+
 int oxrdma_ip_mc_group(struct net_device *ndev, __be32 group, bool join)
 {
 	struct in_device *in_dev;
@@ -364,6 +369,61 @@ int oxrdma_sock_recv(struct socket *sock, void *buf, size_t len)
 	struct kvec vec = { .iov_base = buf, .iov_len = len };
 
 	return kernel_recvmsg(sock, &msg, &vec, 1, len, MSG_DONTWAIT);
+}
+
+struct oxrdma_read_ctx {
+	size_t (*chunk)(void *data, const u8 *p, size_t len);
+	void *data;
+};
+
+/* tcp_read_sock()'s actor: hands the skb's bytes to the chunk callback, mapped piece by piece. */
+static int oxrdma_read_actor(read_descriptor_t *desc, struct sk_buff *skb, unsigned int offset,
+			     size_t len)
+{
+	struct oxrdma_read_ctx *ctx = desc->arg.data;
+	struct skb_seq_state st;
+	unsigned int done = 0;
+	const u8 *p;
+	unsigned int n;
+
+	skb_prepare_seq_read(skb, offset, offset + len, &st);
+	while ((n = skb_seq_read(done, &p, &st)) != 0) {
+		size_t took = ctx->chunk(ctx->data, p, n);
+
+		done += min_t(size_t, took, n);
+		if (took < n) {
+			skb_abort_seq_read(&st);
+			desc->count = 0;
+			break;
+		}
+	}
+	return done;
+}
+
+int oxrdma_tcp_read(struct sock *sk, size_t (*chunk)(void *data, const u8 *p, size_t len),
+		    void *data)
+{
+	struct oxrdma_read_ctx ctx = { .chunk = chunk, .data = data };
+	read_descriptor_t desc = { .arg.data = &ctx, .count = 1 };
+
+	return tcp_read_sock(sk, &desc, oxrdma_read_actor);
+}
+
+int oxrdma_sock_read(struct socket *sock, size_t (*chunk)(void *data, const u8 *p, size_t len),
+		     void *data)
+{
+	int r;
+
+	lock_sock(sock->sk);
+	r = oxrdma_tcp_read(sock->sk, chunk, data);
+	release_sock(sock->sk);
+	return r;
+}
+
+bool oxrdma_sk_input_closed(struct sock *sk)
+{
+	return (READ_ONCE(sk->sk_shutdown) & RCV_SHUTDOWN) &&
+	       skb_queue_empty_lockless(&sk->sk_receive_queue);
 }
 
 void oxrdma_sk_install(struct sock *sk, void *user, void (*dr)(struct sock *sk),

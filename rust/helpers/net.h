@@ -77,6 +77,8 @@ struct net_device *oxrdma_dst_dev(const struct dst_entry *dst);
  * __ip_dev_find() under rcu_read_lock() / ipv6_chk_addr() with @ndev.
  */
 bool oxrdma_dev_has_addr(struct net_device *ndev, const u8 *addr, bool ipv6);
+/* SO_BINDTODEVICE by index (0: unbind): sock_bindtoindex(), which takes the socket lock. */
+int oxrdma_sock_bind_dev(struct socket *sock, int ifindex);
 /*
  * Joins (join) or leaves the IPv4 multicast group `group` (network order) on `ndev`, as a
  * socket's IP_ADD_MEMBERSHIP would: ip_mc_inc_group()/ip_mc_dec_group() under the RTNL, which
@@ -149,6 +151,19 @@ int oxrdma_sock_connect(struct socket *sock, struct sockaddr_storage *ss, int le
 int oxrdma_sock_bind(struct socket *sock, struct sockaddr_storage *ss, int len);
 int oxrdma_sock_name(struct socket *sock, struct sockaddr_storage *ss, bool peer);
 int oxrdma_sock_shutdown(struct socket *sock);
+
+/*
+ * tcp_read_sock() on @sk, which the caller holds (an sk_data_ready callback, or under
+ * lock_sock()): @chunk gets the received bytes in order, piece by piece (mapped for the call
+ * only), and returns how many it took; taking fewer than offered stops the read there. Returns
+ * the bytes taken, or a negative errno. oxrdma_sock_read() does the same under lock_sock().
+ */
+int oxrdma_tcp_read(struct sock *sk, size_t (*chunk)(void *data, const u8 *p, size_t len),
+		    void *data);
+int oxrdma_sock_read(struct socket *sock, size_t (*chunk)(void *data, const u8 *p, size_t len),
+		     void *data);
+/* The peer closed its direction and every byte before its FIN was read. */
+bool oxrdma_sk_input_closed(struct sock *sk);
 
 /* The callbacks a socket had before oxrdma_sk_install() replaced them. */
 struct oxrdma_sk_saved {

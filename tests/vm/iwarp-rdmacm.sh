@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # rdma_cm over oxiwarp (MPA/DDP/RDMAP over kernel TCP, through the iw_cm): between two
-# namespaces over IPv4 and IPv6, and with siw both ways: rping with its data check, ucmatose,
-# perftest's -R send/write/read bandwidth (odd sizes, and above 1 MiB) and send latency. Then
+# namespaces over IPv4 and IPv6, and with siw both ways (across namespaces, and in one
+# namespace beside a second oxiwarp device): rping with its data check, ucmatose, perftest's
+# -R send/write/read bandwidth (odd sizes, and above 1 MiB) and send latency. Then
 # the failures a user meets: nobody listening (the connection is refused), a server killed
 # in the middle of a run (the client ends, no hang). Nothing is left behind: no QP, no cm_id,
 # and the module unloads.
@@ -200,6 +201,27 @@ perftest_pair "" "$RN_NS" 7174 120 ib_write_bw -R -F -p 7174 -n 20 -s 5000 -d si
 capture_stop
 tshark_check "$OX_TMP/ox-siw.pcap" "oxiwarp with siw"
 nothing_left "after siw"
+
+# oxiwarp and siw in one namespace (the root one: two local addresses, traffic through lo).
+# A wildcard listen makes every iWARP device listen on its own addresses, so oxiwarp serves
+# perftest with siw as the client too; then two oxiwarp devices of one namespace, both
+# listening on the wildcard address's port.
+info "oxiwarp and siw in one namespace: everything both ways"
+veth_root
+rdma_link_add oxr_a oxiwarp "$VETH_A"
+siw_add siw1 "$VETH_B"
+iwarp_tools "" "$VETH_A_IP4" oxr_a "" siw1
+iwarp_tools "" "$VETH_B_IP4" siw1 "" oxr_a
+link_del siw1
+rdma_link_add oxr_b oxiwarp "$VETH_B"
+info "two oxiwarp devices in one namespace: wildcard listens side by side"
+perftest_pair "" "" 18515 120 ib_write_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_b -- \
+	ib_write_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_a "$VETH_B_IP4"
+info "ib_write_bw -R oxr_a -> oxr_b: $(perftest_row ib_write_bw 65536 20 "$PAIR_CLIENT_OUT")"
+perftest_pair "" "" 18515 120 ib_read_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_a -- \
+	ib_read_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_b "$VETH_A_IP4"
+info "ib_read_bw -R oxr_b -> oxr_a: $(perftest_row ib_read_bw 65536 20 "$PAIR_CLIENT_OUT")"
+nothing_left "one namespace"
 
 expect_ok rmmod oxrdma
 info "rmmod oxrdma: clean"

@@ -4,12 +4,20 @@
 //!
 //! Two parts, two locks. The protocol state ([`IwProto`]: framing, message sequence numbers,
 //! the message being sent, inbound RDMA READs to answer, the segment being received) is in
-//! the QP's [`QpState`], under its spinlock, like the RoCE engine's. The socket and its
-//! buffers ([`IwIo`]) are under a sleeping mutex, taken first, only in process context: the
-//! QP's work item, or the doorbell system call of a process. One run of [`QpInner::iw_run`]
-//! receives what the socket has (bounded), then frames what can be sent into the transmit
-//! buffer and hands it to the socket until the socket is full; the socket's callbacks queue
-//! the work item again.
+//! the QP's [`QpState`], under its spinlock, like the RoCE engine's. The socket's transmit
+//! side and its buffers ([`IwIo`]) are under a sleeping mutex, taken first, only in process
+//! context: the QP's work item, or the doorbell system call of a process.
+//!
+//! Receiving happens where the bytes arrive: in the socket's `data_ready` callback (the
+//! receive softirq, or the socket owner's backlog processing), which reads the socket's
+//! buffers in place and feeds them to the deframer under the QP's lock; payload goes straight
+//! from the socket's buffers into its destination (one copy), and receive completions are
+//! posted right there. What needs the transmit side (an RDMA READ to answer, a freed READ
+//! credit, the end of the connection) queues the work item.
+//!
+//! One run of [`QpInner::iw_run`] frames what can be sent into the transmit buffer and hands
+//! it to the socket until the socket is full (its `write_space` callback queues the work item
+//! again), and ends the connection when it must.
 //!
 //! Completions: a SEND or RDMA WRITE completes once its last byte is in the socket (as siw's
 //! do), an RDMA READ once its last response byte is placed; in posting order.
@@ -22,7 +30,7 @@
 use super::*;
 use crate::ox::error::code;
 use crate::ox::rdma::iwcm::{CmId, Event as CmEvent, EventKind};
-use crate::ox::tcp::{TcpEvents, TcpSocket};
+use crate::ox::tcp::{TcpEvents, TcpInput, TcpSocket};
 use crate::uapi::queue::WQE_FLAG_SOLICITED;
 use crate::wire::iwarp::ddp::{
     self, Opcode as Rdmap, Placement, ReadRequest, Segment, TermCode, Terminate, UntaggedQueue,
@@ -34,11 +42,6 @@ use kernel::types::ARef;
 
 /// Bytes the transmit buffer holds (several FPDUs handed to the socket at once).
 const TX_BUF: usize = 64 * 1024;
-/// Bytes one receive call takes from the socket.
-const RX_BUF: usize = 64 * 1024;
-/// Receive calls of one run before the rest waits for the next run (other QPs share the
-/// workqueue).
-const RX_PASSES: u32 = 16;
 /// Transmit buffer fills of one run.
 const TX_PASSES: u32 = 16;
 /// Inbound RDMA READs a QP answers at once at most (its IRD).
@@ -70,7 +73,6 @@ pub(crate) struct IwIo {
     tx_at: usize,
     /// Payload gathered for the segment being framed.
     scratch: KVec<u8>,
-    rx: KVec<u8>,
     /// The peer closed its direction.
     eof: bool,
     /// `Disconnect` reported.
@@ -248,8 +250,15 @@ impl Waker {
 }
 
 impl TcpEvents for Waker {
-    fn data_ready(&self) {
-        self.wake();
+    fn data_ready(&self, input: &mut TcpInput<'_>) {
+        if let Some(qp) = self.dev.qp(self.qpn) {
+            let mut wake = false;
+            // A read error is the socket's: the run that the state change queues ends it.
+            let _ = input.read(|piece| qp.iw_piece(piece, &mut wake));
+            if wake || input.closed() {
+                qp.kick();
+            }
+        }
     }
     fn write_space(&self) {
         self.wake();
@@ -288,7 +297,6 @@ impl QpInner {
         let proto = KBox::new(IwProto::new(p)?, GFP_KERNEL)?;
         let tx = KVec::from_elem(0u8, TX_BUF, GFP_KERNEL)?;
         let scratch = KVec::from_elem(0u8, usize::from(p.mulpdu), GFP_KERNEL)?;
-        let rx = KVec::from_elem(0u8, RX_BUF, GFP_KERNEL)?;
         let waker = Arc::new(
             Waker {
                 dev: self.dev.clone(),
@@ -322,12 +330,16 @@ impl QpInner {
             tx_len: 0,
             tx_at: 0,
             scratch,
-            rx,
             eof: false,
             disconnected: false,
         });
+        // Data may have come with the MPA exchange's last segment, before the socket was
+        // watched: what arrives from now on, its callback receives.
+        if let Some(io) = io.as_ref() {
+            let mut wake = false;
+            let _ = io.sock.read(|piece| self.iw_piece(piece, &mut wake));
+        }
         drop(io);
-        // Data may have come with the MPA exchange's last segment.
         self.kick();
         Ok(())
     }
@@ -437,30 +449,8 @@ impl QpInner {
         };
         let mut again = false;
         let mut sock_err = false;
-        // Receive.
-        let mut passes = 0;
-        while !io.eof {
-            passes += 1;
-            if passes > RX_PASSES {
-                again = true;
-                break;
-            }
-            match io.sock.recv(&mut io.rx) {
-                Ok(0) => io.eof = true,
-                Ok(n) => {
-                    let mut st = self.st.lock();
-                    self.iw_input(&mut st, &io.rx[..n]);
-                    if st.iw.as_ref().map_or(true, |iw| iw.abort) {
-                        break;
-                    }
-                }
-                Err(e) if e == EAGAIN => break,
-                Err(_) => {
-                    sock_err = true;
-                    break;
-                }
-            }
-        }
+        // Everything the peer sent before it closed is received (by the socket's callback).
+        io.eof = io.eof || io.sock.input_closed();
         // Transmit.
         let mut fills = 0;
         while !sock_err {
@@ -797,6 +787,43 @@ impl QpInner {
         false
     }
 
+    /// Frames the segment `seg` with `n` bytes of payload that `fill` writes (returning
+    /// whether it could) at the start of `out`: in place, when the stream has no markers,
+    /// else through `scratch`. The FPDU's length; `None` if `fill` failed (nothing framed);
+    /// a TERMINATE code if it cannot be framed (which the caller's room check rules out).
+    fn iw_build(
+        iw: &mut IwProto,
+        seg: &Segment,
+        n: usize,
+        out: &mut [u8],
+        scratch: &mut [u8],
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result<Option<usize>, Option<TermCode>> {
+        const BROKEN: Option<TermCode> = Some(TermCode::RDMAP_CATASTROPHIC_STREAM);
+        let mut hdr = [0u8; ddp::MAX_HDR_LEN];
+        let h = seg.write(&mut hdr).ok_or(BROKEN)?;
+        if iw.framer.markers() {
+            let payload = scratch.get_mut(..n).ok_or(BROKEN)?;
+            if !fill(payload) {
+                return Ok(None);
+            }
+            return iw
+                .framer
+                .frame(&[&hdr[..h], payload], out)
+                .map(Some)
+                .map_err(|_| BROKEN);
+        }
+        let body = out.get_mut(LEN_FIELD..LEN_FIELD + h + n).ok_or(BROKEN)?;
+        let (head, payload) = body.split_at_mut(h);
+        for (d, b) in head.iter_mut().zip(&hdr) {
+            *d = *b;
+        }
+        if !fill(payload) {
+            return Ok(None);
+        }
+        iw.framer.seal(out, h + n).map(Some).map_err(|_| BROKEN)
+    }
+
     /// Frames the segment `seg` with `payload` at the start of `out`; its length, or a
     /// TERMINATE code if it cannot be framed (which the caller's room check rules out).
     fn iw_frame(
@@ -865,10 +892,6 @@ impl QpInner {
         let step = mulpdu - ddp::TAGGED_HDR_LEN;
         let left = (resp.req.size - resp.sent) as usize;
         let n = left.min(step).min(buf.len());
-        // Read again through the access at each segment: an invalidation stops it.
-        resp.mr
-            .read(&resp.access, u64::from(resp.sent), &mut buf[..n])
-            .map_err(|e| Some(term_of(e, true)))?;
         let last = n == left;
         let seg = Segment {
             opcode: Rdmap::ReadResponse,
@@ -880,11 +903,24 @@ impl QpInner {
             read: None,
             terminate: None,
         };
-        resp.sent += n as u32;
+        let (mr, access, at) = (resp.mr.clone(), resp.access, u64::from(resp.sent));
+        let mut failed = None;
+        // Read again through the access at each segment: an invalidation stops it.
+        let built = Self::iw_build(iw, &seg, n, tx, buf, |p| {
+            mr.read(&access, at, p)
+                .map_err(|e| failed = Some(e))
+                .is_ok()
+        })?;
+        let Some(len) = built else {
+            return Err(failed.map(|e| term_of(e, true)));
+        };
+        if let Some(resp) = iw.responding.as_mut() {
+            resp.sent += n as u32;
+        }
         if last {
             iw.responding = None;
         }
-        Self::iw_frame(iw, &seg, &buf[..n], tx).map(Some)
+        Ok(Some(len))
     }
 
     /// Frames the next segment of the send queue's current operation (starting the next
@@ -1018,15 +1054,6 @@ impl QpInner {
         let step = mulpdu - m.first.header_len();
         let left = (op.len - m.sent) as usize;
         let n = left.min(step).min(buf.len());
-        if let Err(s) = gather(&self.dev, self.pdn, op, m.sent as usize, &mut buf[..n]) {
-            if let Some(op) = st.ops[idx].as_mut() {
-                op.local_error = Some(s);
-            }
-            iw.finished |= bit(seq);
-            iw.tx_msg = None;
-            iw.tx_seq += 1;
-            return Ok(Some(0));
-        }
         let last = n == left;
         let mut seg = m.first;
         seg.last = last;
@@ -1044,13 +1071,31 @@ impl QpInner {
                 inv_stag,
             },
         };
-        m.sent += n as u32;
+        let sent = m.sent as usize;
+        let mut failed = None;
+        let built = Self::iw_build(iw, &seg, n, tx, buf, |p| {
+            gather(&self.dev, self.pdn, op, sent, p)
+                .map_err(|s| failed = Some(s))
+                .is_ok()
+        })?;
+        let Some(len) = built else {
+            if let Some(op) = st.ops[idx].as_mut() {
+                op.local_error = failed;
+            }
+            iw.finished |= bit(seq);
+            iw.tx_msg = None;
+            iw.tx_seq += 1;
+            return Ok(Some(0));
+        };
+        if let Some(m) = iw.tx_msg.as_mut() {
+            m.sent += n as u32;
+        }
         if last {
             iw.tx_msg = None;
             iw.tx_seq += 1;
             iw.unflushed |= bit(seq);
         }
-        Self::iw_frame(iw, &seg, &buf[..n], tx).map(Some)
+        Ok(Some(len))
     }
 
     // ---- receive ---------------------------------------------------------------------------
@@ -1076,6 +1121,33 @@ impl QpInner {
         let mr = self.dev.mr_slot(stag).ok_or(MrError::Key)?;
         mr.check(&a, op)?;
         Ok((mr, a))
+    }
+
+    /// Receives `piece`, the next bytes of the connection's stream (from the socket's
+    /// callback, any context): returns how many it took, 0 to stop reading once the
+    /// connection is being aborted. `wake` is set when the transmit side has work from it.
+    fn iw_piece(&self, piece: &[u8], wake: &mut bool) -> usize {
+        let mut st = self.st.lock();
+        let Some(iw) = st.iw.as_ref() else {
+            // The connection is over: nothing more is placed.
+            return piece.len();
+        };
+        if iw.abort {
+            *wake = true;
+            return 0;
+        }
+        let reads = iw.reads_out.len();
+        self.iw_input(&mut st, piece);
+        *wake |= match st.iw.as_ref() {
+            Some(iw) => {
+                iw.abort
+                    || !iw.in_reads.is_empty()
+                    || iw.responding.is_some()
+                    || iw.reads_out.len() < reads
+            }
+            None => true,
+        };
+        piece.len()
     }
 
     /// Feeds received stream bytes to the deframer and acts on what they complete.

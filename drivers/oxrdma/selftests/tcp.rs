@@ -7,8 +7,8 @@ use crate::kunit_suite;
 use crate::ox::error::code;
 use crate::ox::kunit::{msleep, Test};
 use crate::ox::net::{NetDevice, NetNs, NetRef};
-use crate::ox::tcp::{SockAddr, TcpEvents, TcpSocket, TcpState};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use crate::ox::tcp::{SockAddr, TcpEvents, TcpInput, TcpSocket, TcpState};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::c_str;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -22,7 +22,7 @@ struct Counts {
 }
 
 impl TcpEvents for Counts {
-    fn data_ready(&self) {
+    fn data_ready(&self, _input: &mut TcpInput<'_>) {
         self.data.fetch_add(1, Ordering::Relaxed);
     }
     fn write_space(&self) {
@@ -31,6 +31,46 @@ impl TcpEvents for Counts {
     fn state_change(&self) {
         self.state.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Takes what arrives in its `data_ready` callback, in place: the byte count, a
+/// position-weighted sum of the bytes, and whether the stream ended. The callbacks of one
+/// socket are serialised by its lock, so the positions are those of the stream.
+#[derive(Default)]
+struct Reader {
+    len: AtomicUsize,
+    sum: AtomicU64,
+    closed: AtomicBool,
+}
+
+/// The sum a [`Reader`] computes over `bytes`.
+fn weighted(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .enumerate()
+        .map(|(i, b)| (i as u64 + 1) * u64::from(*b))
+        .sum()
+}
+
+impl TcpEvents for Reader {
+    fn data_ready(&self, input: &mut TcpInput<'_>) {
+        let _ = input.read(|piece| {
+            let at = self.len.load(Ordering::Relaxed);
+            let w: u64 = piece
+                .iter()
+                .enumerate()
+                .map(|(i, b)| ((at + i) as u64 + 1) * u64::from(*b))
+                .sum();
+            self.sum.fetch_add(w, Ordering::Relaxed);
+            self.len.store(at + piece.len(), Ordering::Relaxed);
+            piece.len()
+        });
+        if input.closed() {
+            self.closed.store(true, Ordering::Relaxed);
+        }
+    }
+    fn write_space(&self) {}
+    fn state_change(&self) {}
 }
 
 fn counts() -> Result<Arc<Counts>> {
@@ -224,8 +264,84 @@ fn tcp_connect_refused(t: &mut Test) {
     );
 }
 
+/// Received bytes read in place: what came before the socket was watched under the socket's
+/// lock ([`TcpSocket::read`]), what comes after in the callback ([`TcpInput::read`]), then
+/// the end of the stream.
+fn tcp_read_in_place(t: &mut Test) {
+    let addr = SockAddr::V4 {
+        ip: [127, 0, 0, 1],
+        port: 0,
+    };
+    let (Some(net), Ok(lev), Ok(rd)) =
+        (init_ns(), counts(), Arc::new(Reader::default(), GFP_KERNEL))
+    else {
+        return t.fail(format_args!("setup"));
+    };
+    let (l, bound) = match listener(&net, addr, &lev) {
+        Ok(x) => x,
+        Err(e) => return t.fail(format_args!("listen: {e:?}")),
+    };
+    let Some((c, mut s)) = pair(t, &net, &l, bound) else {
+        return;
+    };
+    // Before the watch: read under the socket's lock, a piece at a time, and only part of
+    // what is there (the rest stays).
+    t.expect_eq(c.send(&[b"early bytes"], false).ok(), Some(11));
+    let mut early = [0u8; 16];
+    let mut have = 0;
+    let ok = wait_for(|| {
+        let _ = s.read(|piece| {
+            let n = piece.len().min(5 - have.min(5));
+            for (d, b) in early[have..have + n].iter_mut().zip(piece) {
+                *d = *b;
+            }
+            have += n;
+            n
+        });
+        have == 5
+    });
+    t.expect(
+        ok && &early[..5] == b"early",
+        "the first five bytes, read in place",
+    );
+    let ok = wait_for(|| {
+        let _ = s.read(|piece| {
+            let n = piece.len().min(early.len() - have);
+            for (d, b) in early[have..have + n].iter_mut().zip(piece) {
+                *d = *b;
+            }
+            have += n;
+            n
+        });
+        have == 11
+    });
+    t.expect(ok && &early[..11] == b"early bytes", "the rest, after them");
+    // Watched: the callback takes the bytes as they arrive.
+    if s.watch(rd.clone()).is_err() {
+        return t.fail(format_args!("watch"));
+    }
+    t.expect_eq(c.send(&[b"hello ", b"iwarp"], false).ok(), Some(11));
+    t.expect(
+        wait_for(|| rd.len.load(Ordering::Relaxed) == 11),
+        "the callback read 11 bytes",
+    );
+    t.expect_eq(rd.sum.load(Ordering::Relaxed), weighted(b"hello iwarp"));
+    t.expect(!s.input_closed(), "the stream goes on");
+    drop(c);
+    t.expect(
+        wait_for(|| rd.closed.load(Ordering::Relaxed)),
+        "the callback saw the end of the stream",
+    );
+    t.expect(s.input_closed(), "input closed");
+}
+
 kunit_suite!(
     tcp_suite,
     "oxrdma_tcp",
-    [tcp_loopback_v4, tcp_loopback_v6, tcp_connect_refused]
+    [
+        tcp_loopback_v4,
+        tcp_loopback_v6,
+        tcp_connect_refused,
+        tcp_read_in_place
+    ]
 );

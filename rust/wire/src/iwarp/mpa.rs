@@ -456,6 +456,8 @@ pub enum FrameError {
     TooLong,
     /// The output buffer is shorter than [`Framer::wire_len`].
     NoRoom,
+    /// [`Framer::seal`] on a stream with markers (which cannot be framed in place).
+    Markers,
 }
 
 /// The transmit side of a connection's MPA stream in full operation: frames ULPDUs into FPDUs,
@@ -537,6 +539,38 @@ impl Framer {
         };
         w.put(&crc);
         debug_assert_eq!(w.at, total);
+        self.pos = (self.pos + total as u32) % MARKER_INTERVAL;
+        Ok(total)
+    }
+}
+
+impl Framer {
+    /// Frames in place, on a stream without markers: `out[LEN_FIELD..][..ulpdu_len]` already
+    /// holds the ULPDU (built there, saving the copy [`Framer::frame`] makes); writes the
+    /// length field before it and the pad and CRC after it. Returns the FPDU's length,
+    /// [`Framer::wire_len`].
+    pub fn seal(&mut self, out: &mut [u8], ulpdu_len: usize) -> Result<usize, FrameError> {
+        if self.markers {
+            return Err(FrameError::Markers);
+        }
+        let len = u16::try_from(ulpdu_len).map_err(|_| FrameError::TooLong)?;
+        let total = self.wire_len(ulpdu_len);
+        let out = out.get_mut(..total).ok_or(FrameError::NoRoom)?;
+        let [hi, lo] = len.to_be_bytes();
+        out[0] = hi;
+        out[1] = lo;
+        let end = total - CRC_LEN;
+        out[LEN_FIELD + ulpdu_len..end].fill(0);
+        let crc = if self.crc {
+            let mut c = Crc32c::new();
+            c.update(&out[..end]);
+            crc_to_wire(c.finish())
+        } else {
+            [0; 4]
+        };
+        for (d, b) in out[end..].iter_mut().zip(crc) {
+            *d = b;
+        }
         self.pos = (self.pos + total as u32) % MARKER_INTERVAL;
         Ok(total)
     }
@@ -804,6 +838,29 @@ mod tests {
         assert_eq!(out[20..24], [0; 4]);
         assert_eq!(f.frame(&[&[0; 65536]], &mut out), Err(FrameError::TooLong));
         assert_eq!(f.frame(&[&[0; 61]], &mut out), Err(FrameError::NoRoom));
+    }
+
+    #[test]
+    fn seal_frames_in_place_as_frame_does() {
+        for crc in [false, true] {
+            for n in [0usize, 1, 2, 3, 4, 5, 17, 1000, 1447] {
+                let ulpdu: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+                let mut a = Framer::new(crc, false);
+                let mut b = a;
+                let mut want = vec![0xAA; n + 16];
+                let w = a.frame(&[&ulpdu], &mut want).unwrap();
+                let mut got = vec![0xAA; n + 16];
+                got[LEN_FIELD..LEN_FIELD + n].copy_from_slice(&ulpdu);
+                assert_eq!(b.seal(&mut got, n), Ok(w));
+                assert_eq!(got[..w], want[..w], "crc {crc} len {n}");
+                assert_eq!(a, b);
+            }
+        }
+        let mut f = Framer::new(true, false);
+        assert_eq!(f.seal(&mut [0u8; 16], 13), Err(FrameError::NoRoom));
+        assert_eq!(f.seal(&mut [0u8; 16], 65536), Err(FrameError::TooLong));
+        let mut m = Framer::new(true, true);
+        assert_eq!(m.seal(&mut [0u8; 64], 4), Err(FrameError::Markers));
     }
 
     /// Removes the markers from a stream framed from position 0, checking each one's
