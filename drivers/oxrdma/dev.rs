@@ -20,7 +20,7 @@ use crate::ox::udp_tunnel::TunnelRef;
 use crate::qp::QpInner;
 use crate::rx::RoceRx;
 use crate::table::{Reservation, Table, Tags};
-use crate::tx::{KernelCrc, Tx};
+use crate::tx::{KernelCrc, KernelCrc32c, Tx};
 use crate::wire::icrc;
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
@@ -72,6 +72,8 @@ pub(crate) struct RoceDev {
     /// The multicast groups the device's UD QPs are attached to.
     #[pin]
     pub(crate) mcast: Groups,
+    /// The engine of iWARP's MPA CRCs.
+    pub(crate) crc32c: KernelCrc32c,
     /// The namespace's receive sockets, once a QP needs them (process context only).
     #[pin]
     tunnel: Mutex<Option<TunnelRef>>,
@@ -79,8 +81,13 @@ pub(crate) struct RoceDev {
 }
 
 impl RoceDev {
-    /// The state of a device on `netdev`, computing ICRCs with `crc`.
-    pub(crate) fn new(netdev: ARef<NetDevice>, crc: Arc<KernelCrc>) -> Result<Arc<Self>> {
+    /// The state of a device on `netdev`, computing ICRCs with `crc` and MPA CRCs with
+    /// `crc32c`.
+    pub(crate) fn new(
+        netdev: ARef<NetDevice>,
+        crc: Arc<KernelCrc>,
+        crc32c: KernelCrc32c,
+    ) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 qps <- crate::new_spinlock_bh!(Table::new(Tags::Sequential), "oxrdma_qps"),
@@ -90,6 +97,7 @@ impl RoceDev {
                 tx <- Tx::new(netdev, crc),
                 mcast <- Groups::new(),
                 tunnel <- new_mutex!(None),
+                crc32c,
                 dead: AtomicBool::new(false),
             }),
             GFP_KERNEL,

@@ -128,7 +128,7 @@ impl OxDevice {
         rx: Arc<RoceRx>,
     ) -> Result<Self> {
         let pd_ids = Ida::new(1, limits::MAX_PD as u32)?;
-        let roce = RoceDev::new(netdev.clone(), rx.crc())?;
+        let roce = RoceDev::new(netdev.clone(), rx.crc(), rx.crc32c())?;
         let iw = IwCm::new(roce.clone())?;
         // Last: from here the receiver holds the device until `unregistered` (also when the
         // registration fails: ib_core then calls `dealloc_driver` too).

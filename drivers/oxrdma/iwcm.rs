@@ -308,7 +308,7 @@ impl IwCm {
         let qp = self.dev.qp(params.qpn).ok_or(EINVAL)?;
         let policy = Policy {
             revision: 2,
-            crc: true,
+            crc: params::iwarp_crc(),
             markers: params::iwarp_markers(),
             ird: (params.ird.min(u32::from(MAX_IRD)) as u16).max(1),
             ord: params.ord.min(u32::from(MAX_IRD)) as u16,
@@ -366,7 +366,7 @@ impl IwCm {
         }
         let policy = Policy {
             revision: 2,
-            crc: true,
+            crc: params::iwarp_crc(),
             markers: params::iwarp_markers(),
             ird: (params.ird.min(u32::from(MAX_IRD)) as u16).max(1),
             ord: params.ord.min(u32::from(MAX_IRD)) as u16,

@@ -15,7 +15,7 @@ use crate::ox::timer::now_us;
 use crate::ox::udp_tunnel::UdpEncapReceiver;
 use crate::qp::{NetHeader, QpInner};
 use crate::stats::Counter;
-use crate::tx::KernelCrc;
+use crate::tx::{KernelCrc, KernelCrc32c};
 use crate::uapi::queue::network_hdr;
 use crate::wire::grh::{self, GRH_LEN};
 use crate::wire::headers::{pkey_matches, DEFAULT_PKEY, MULTICAST_QPN};
@@ -48,6 +48,8 @@ pub(crate) struct RoceRx {
     index: SpinLockBh<KVec<Option<Entry>>>,
     /// The ICRC engine every device shares.
     crc: Arc<KernelCrc>,
+    /// The MPA CRC engine every iWARP device shares.
+    crc32c: KernelCrc32c,
 }
 
 impl RoceRx {
@@ -58,10 +60,12 @@ impl RoceRx {
             index.push(None, GFP_KERNEL)?;
         }
         let crc = Arc::new(KernelCrc::pick()?, GFP_KERNEL)?;
+        let crc32c = KernelCrc32c::pick()?;
         Arc::pin_init(
             pin_init!(Self {
                 index <- crate::new_spinlock_bh!(index, "oxrdma_rx_index"),
                 crc,
+                crc32c,
             }),
             GFP_KERNEL,
         )
@@ -70,6 +74,11 @@ impl RoceRx {
     /// The ICRC engine.
     pub(crate) fn crc(&self) -> Arc<KernelCrc> {
         self.crc.clone()
+    }
+
+    /// The MPA CRC engine (iWARP).
+    pub(crate) fn crc32c(&self) -> KernelCrc32c {
+        self.crc32c
     }
 
     /// Delivers packets arriving on `netdev` (and local ones of its namespace) to `dev`.

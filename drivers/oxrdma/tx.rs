@@ -7,7 +7,7 @@
 //! Context: any but hard interrupt (QPs send from system calls, work items, timers and
 //! packet reception); nothing here sleeps.
 
-use crate::ox::crc::Crc32Shash;
+use crate::ox::crc::{crc32c_update, Crc32Shash};
 use crate::ox::net::NetDevice;
 use crate::ox::route::Route;
 use crate::ox::skb::Skb;
@@ -15,6 +15,7 @@ use crate::ox::sync::SpinLockBh;
 use crate::ox::timer::now_us;
 use crate::stats::{Counter, Stats};
 use crate::wire::crc32::{Crc32Engine, SoftCrc32};
+use crate::wire::crc32c::{Crc32cEngine, SoftCrc32c};
 use crate::wire::grh::{self, Grh, ETH_P_IBOE, GRH_LEN};
 use crate::wire::icrc::{self, Encap, ICRC_LEN};
 use crate::wire::ip::{self, IpAddr, IpUdp};
@@ -75,6 +76,57 @@ impl KernelCrc {
             t_sw
         );
         Ok(if t_hw <= t_sw { hw } else { Self::Soft })
+    }
+}
+
+/// The CRC-32C engine of iWARP's MPA CRCs: the kernel's `crc32c()` (the CPU's CRC32
+/// instruction where it has one) or the wire crate's tables, whichever was faster when the
+/// module measured both ([`KernelCrc32c::pick`]), as for the ICRC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KernelCrc32c {
+    Lib,
+    Soft,
+}
+
+impl Crc32cEngine for KernelCrc32c {
+    fn update_raw(&self, state: u32, data: &[u8]) -> u32 {
+        match self {
+            Self::Lib => crc32c_update(state, data),
+            Self::Soft => SoftCrc32c.update_raw(state, data),
+        }
+    }
+}
+
+impl KernelCrc32c {
+    /// Times the two over a few 4 KiB buffers and keeps the faster (process context).
+    pub(crate) fn pick() -> Result<Self> {
+        let buf = KVec::from_elem(0x5au8, 4096, GFP_KERNEL)?;
+        let time = |e: KernelCrc32c| {
+            let start = now_us();
+            let mut crc = !0;
+            for _ in 0..32 {
+                crc = e.update_raw(crc, &buf);
+            }
+            (now_us() - start, crc)
+        };
+        let (t_lib, c_lib) = time(Self::Lib);
+        let (t_sw, c_sw) = time(Self::Soft);
+        if c_lib != c_sw {
+            pr_warn!("crc32c() disagrees with CRC-32C; MPA CRCs with the tables\n");
+            return Ok(Self::Soft);
+        }
+        let pick = if t_lib <= t_sw { Self::Lib } else { Self::Soft };
+        pr_info!(
+            "MPA CRCs with {} (128 KiB: crc32c() {} us, tables {} us)\n",
+            if pick == Self::Lib {
+                "crc32c()"
+            } else {
+                "the built-in tables"
+            },
+            t_lib,
+            t_sw
+        );
+        Ok(pick)
     }
 }
 

@@ -55,16 +55,23 @@ impl Drop for Crc32Shash {
     }
 }
 
-/// CRC-32C (Castagnoli) of `data` computed by the kernel's `crc32c()` (lib/libcrc32c), with
-/// the usual initial value and final inversion, so it equals the standard check value.
-pub fn kernel_crc32c(data: &[u8]) -> u32 {
-    let mut crc = !0u32;
+/// The CRC-32C (Castagnoli) register `crc` after `data` (no initial or final inversion),
+/// computed by the kernel's `crc32c()` (lib/libcrc32c: the crypto API's best "crc32c", the
+/// CPU's CRC32 instruction where it has one). Any context.
+pub fn crc32c_update(crc: u32, data: &[u8]) -> u32 {
+    let mut crc = crc;
     for chunk in data.chunks(u32::MAX as usize) {
         // SAFETY: `chunk` is valid for reads of `chunk.len()` bytes (which fits in `u32`) for
         // the duration of the call; `crc32c` only reads it and keeps no reference.
         crc = unsafe { bindings::crc32c(crc, chunk.as_ptr().cast(), chunk.len() as u32) };
     }
-    !crc
+    crc
+}
+
+/// CRC-32C (Castagnoli) of `data` computed by the kernel's `crc32c()` (lib/libcrc32c), with
+/// the usual initial value and final inversion, so it equals the standard check value.
+pub fn kernel_crc32c(data: &[u8]) -> u32 {
+    !crc32c_update(!0, data)
 }
 
 /// IEEE CRC-32 of `data` computed by the kernel's `crc32_le()` (lib/crc32.c), with the usual

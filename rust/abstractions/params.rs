@@ -10,3 +10,10 @@ pub fn iwarp_markers() -> bool {
     // SAFETY: reads a module-lifetime static once.
     unsafe { bindings::oxrdma_param_iwarp_markers() }
 }
+
+/// `iwarp_crc`: oxiwarp asks its peers for MPA CRCs (a peer that asks gets them either way).
+/// Read at each connection setup; writable at any time.
+pub fn iwarp_crc() -> bool {
+    // SAFETY: reads a module-lifetime static once.
+    unsafe { bindings::oxrdma_param_iwarp_crc() }
+}

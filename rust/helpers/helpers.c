@@ -166,3 +166,13 @@ bool oxrdma_param_iwarp_markers(void)
 {
 	return READ_ONCE(iwarp_markers);
 }
+
+static bool iwarp_crc = true;
+module_param(iwarp_crc, bool, 0644);
+MODULE_PARM_DESC(iwarp_crc,
+		 "oxiwarp asks its peers for MPA CRCs (default: yes; a peer that asks gets them anyway)");
+
+bool oxrdma_param_iwarp_crc(void)
+{
+	return READ_ONCE(iwarp_crc);
+}

@@ -73,7 +73,8 @@ bool oxrdma_in_task(void);
 struct ida;
 void oxrdma_ida_init(struct ida *ida);
 
-/* The module parameter iwarp_markers (/sys/module/oxrdma/parameters/iwarp_markers). */
+/* The module parameters iwarp_markers and iwarp_crc (/sys/module/oxrdma/parameters/). */
 bool oxrdma_param_iwarp_markers(void);
+bool oxrdma_param_iwarp_crc(void);
 
 #endif

@@ -31,6 +31,7 @@ use super::*;
 use crate::ox::error::code;
 use crate::ox::rdma::iwcm::{CmId, Event as CmEvent, EventKind};
 use crate::ox::tcp::{TcpEvents, TcpInput, TcpSocket};
+use crate::tx::KernelCrc32c;
 use crate::uapi::queue::WQE_FLAG_SOLICITED;
 use crate::wire::iwarp::ddp::{
     self, Opcode as Rdmap, Placement, ReadRequest, Segment, TermCode, Terminate, UntaggedQueue,
@@ -165,6 +166,8 @@ struct TxMsg {
 pub(crate) struct IwProto {
     framer: Framer,
     deframer: Deframer,
+    /// The CRC engine of both.
+    crc: KernelCrc32c,
     mulpdu: u16,
     ird: u16,
     ord: u16,
@@ -202,10 +205,11 @@ pub(crate) struct IwProto {
 const _: () = assert!(REQ_WQES <= 128, "one bit per operation slot in a u128");
 
 impl IwProto {
-    fn new(p: &IwParams) -> Result<Self> {
+    fn new(p: &IwParams, crc: KernelCrc32c) -> Result<Self> {
         Ok(Self {
             framer: Framer::new(p.crc, p.markers_tx),
             deframer: Deframer::new(p.crc, p.markers_rx),
+            crc,
             mulpdu: p.mulpdu,
             ird: p.ird.clamp(1, MAX_IRD),
             ord: p.ord.max(1),
@@ -294,7 +298,7 @@ impl QpInner {
         if !self.iwarp || self.qp_type != QpType::Rc {
             return Err(EINVAL);
         }
-        let proto = KBox::new(IwProto::new(p)?, GFP_KERNEL)?;
+        let proto = KBox::new(IwProto::new(p, self.dev.crc32c)?, GFP_KERNEL)?;
         let tx = KVec::from_elem(0u8, TX_BUF, GFP_KERNEL)?;
         let scratch = KVec::from_elem(0u8, usize::from(p.mulpdu), GFP_KERNEL)?;
         let waker = Arc::new(
@@ -807,9 +811,10 @@ impl QpInner {
             if !fill(payload) {
                 return Ok(None);
             }
+            let crc = iw.crc;
             return iw
                 .framer
-                .frame(&[&hdr[..h], payload], out)
+                .frame_with(&crc, &[&hdr[..h], payload], out)
                 .map(Some)
                 .map_err(|_| BROKEN);
         }
@@ -821,24 +826,22 @@ impl QpInner {
         if !fill(payload) {
             return Ok(None);
         }
-        iw.framer.seal(out, h + n).map(Some).map_err(|_| BROKEN)
+        let crc = iw.crc;
+        iw.framer
+            .seal_with(&crc, out, h + n)
+            .map(Some)
+            .map_err(|_| BROKEN)
     }
 
-    /// Frames the segment `seg` with `payload` at the start of `out`; its length, or a
+    /// Frames the segment `seg`, without payload, at the start of `out`: its length, or a
     /// TERMINATE code if it cannot be framed (which the caller's room check rules out).
     fn iw_frame(
         iw: &mut IwProto,
         seg: &Segment,
-        payload: &[u8],
         out: &mut [u8],
     ) -> Result<usize, Option<TermCode>> {
-        let mut hdr = [0u8; ddp::MAX_HDR_LEN];
-        let h = seg
-            .write(&mut hdr)
-            .ok_or(Some(TermCode::RDMAP_CATASTROPHIC_STREAM))?;
-        iw.framer
-            .frame(&[&hdr[..h], payload], out)
-            .map_err(|_| Some(TermCode::RDMAP_CATASTROPHIC_STREAM))
+        Self::iw_build(iw, seg, 0, out, &mut [], |_| true)?
+            .ok_or(Some(TermCode::RDMAP_CATASTROPHIC_STREAM))
     }
 
     /// Frames the next segment of the READ response being sent (or starts the next one).
@@ -868,7 +871,7 @@ impl QpInner {
                     read: None,
                     terminate: None,
                 };
-                return Self::iw_frame(iw, &seg, &[], tx).map(Some);
+                return Self::iw_frame(iw, &seg, tx).map(Some);
             }
             let (mr, a) = self
                 .iw_remote_mr(
@@ -1043,7 +1046,7 @@ impl QpInner {
         };
         if m.first.opcode == Rdmap::ReadRequest {
             let seg = m.first;
-            let n = Self::iw_frame(iw, &seg, &[], tx)?;
+            let n = Self::iw_frame(iw, &seg, tx)?;
             if !iw.reads_out.push(seq) {
                 return Err(Some(TermCode::RDMAP_CATASTROPHIC_STREAM));
             }
@@ -1157,7 +1160,8 @@ impl QpInner {
             if iw.abort {
                 return;
             }
-            let step = match iw.deframer.step(data) {
+            let crc = iw.crc;
+            let step = match iw.deframer.step_with(&crc, data) {
                 Ok(s) => s,
                 Err(t) => {
                     pr_info!("QP {:#x}: iWARP stream error: {}\n", self.qpn, t);
@@ -1406,5 +1410,6 @@ fn frame_terminate(iw: &mut IwProto, t: TermCode, out: &mut [u8]) -> Option<usiz
     };
     let mut hdr = [0u8; ddp::MAX_HDR_LEN];
     let h = seg.write(&mut hdr)?;
-    iw.framer.frame(&[&hdr[..h]], out).ok()
+    let crc = iw.crc;
+    iw.framer.frame_with(&crc, &[&hdr[..h]], out).ok()
 }

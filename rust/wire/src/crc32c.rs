@@ -108,6 +108,11 @@ impl Crc32c {
         self.state = update_raw(self.state, data);
     }
 
+    /// Appends `data` to the message, computed by `engine`.
+    pub fn update_with<E: Crc32cEngine>(&mut self, engine: &E, data: &[u8]) {
+        self.state = engine.update_raw(self.state, data);
+    }
+
     /// Returns the CRC-32C of everything passed to [`update`](Self::update)
     /// so far. The hasher is not consumed and can keep being updated.
     pub const fn finish(&self) -> u32 {
@@ -118,6 +123,24 @@ impl Crc32c {
 impl Default for Crc32c {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A CRC-32C implementation: how the register changes over some bytes (no initial or final
+/// inversion). The kernel module plugs in the kernel's own (`crc32c()`, accelerated where
+/// the CPU has an instruction for it); [`SoftCrc32c`] is this module's tables.
+pub trait Crc32cEngine {
+    /// The register after `data`.
+    fn update_raw(&self, state: u32, data: &[u8]) -> u32;
+}
+
+/// This module's table-driven CRC-32C as a [`Crc32cEngine`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SoftCrc32c;
+
+impl Crc32cEngine for SoftCrc32c {
+    fn update_raw(&self, state: u32, data: &[u8]) -> u32 {
+        update_raw(state, data)
     }
 }
 

@@ -15,7 +15,7 @@
 //! This file is self-contained apart from its sibling modules and `crc32c`: it is compiled
 //! both as a module of the `oxrdma-wire` crate and, via `#[path]`, of the kernel crate.
 
-use super::super::crc32c::Crc32c;
+use super::super::crc32c::{Crc32c, Crc32cEngine, SoftCrc32c};
 
 /// The key of an MPA request frame.
 pub const KEY_REQUEST: [u8; 16] = *b"MPA ID Req Frame";
@@ -504,6 +504,16 @@ impl Framer {
     /// Writes the FPDU of the ULPDU made of `parts` (in order) into `out`, and returns its
     /// length; the stream position moves past it.
     pub fn frame(&mut self, parts: &[&[u8]], out: &mut [u8]) -> Result<usize, FrameError> {
+        self.frame_with(&SoftCrc32c, parts, out)
+    }
+
+    /// [`Framer::frame`], with the CRC computed by `crc`.
+    pub fn frame_with<E: Crc32cEngine>(
+        &mut self,
+        crc: &E,
+        parts: &[&[u8]],
+        out: &mut [u8],
+    ) -> Result<usize, FrameError> {
         let ulpdu_len: usize = parts.iter().map(|p| p.len()).sum();
         let len = u16::try_from(ulpdu_len).map_err(|_| FrameError::TooLong)?;
         let total = self.wire_len(ulpdu_len);
@@ -523,7 +533,7 @@ impl Framer {
             pos: self.pos,
             markers: self.markers,
             header_pos,
-            crc: Crc32c::new(),
+            crc: self.crc.then_some((crc, Crc32c::new())),
         };
         w.put(&len.to_be_bytes());
         for p in parts {
@@ -532,11 +542,10 @@ impl Framer {
         w.put(&[0u8; 3][..pad_len(ulpdu_len)]);
         // A marker due right before the CRC field is covered by the CRC.
         w.marker_if_due();
-        let crc = if self.crc {
-            crc_to_wire(w.crc.finish())
-        } else {
-            [0; 4]
-        };
+        let crc = w
+            .crc
+            .take()
+            .map_or([0; 4], |(_, c)| crc_to_wire(c.finish()));
         w.put(&crc);
         debug_assert_eq!(w.at, total);
         self.pos = (self.pos + total as u32) % MARKER_INTERVAL;
@@ -550,6 +559,16 @@ impl Framer {
     /// length field before it and the pad and CRC after it. Returns the FPDU's length,
     /// [`Framer::wire_len`].
     pub fn seal(&mut self, out: &mut [u8], ulpdu_len: usize) -> Result<usize, FrameError> {
+        self.seal_with(&SoftCrc32c, out, ulpdu_len)
+    }
+
+    /// [`Framer::seal`], with the CRC computed by `crc`.
+    pub fn seal_with<E: Crc32cEngine>(
+        &mut self,
+        crc: &E,
+        out: &mut [u8],
+        ulpdu_len: usize,
+    ) -> Result<usize, FrameError> {
         if self.markers {
             return Err(FrameError::Markers);
         }
@@ -563,7 +582,7 @@ impl Framer {
         out[LEN_FIELD + ulpdu_len..end].fill(0);
         let crc = if self.crc {
             let mut c = Crc32c::new();
-            c.update(&out[..end]);
+            c.update_with(crc, &out[..end]);
             crc_to_wire(c.finish())
         } else {
             [0; 4]
@@ -597,7 +616,7 @@ fn markers_in(pos: u32, plain: usize) -> usize {
 }
 
 /// Writes an FPDU's bytes, inserting markers, and runs the CRC over everything written.
-struct MarkedWriter<'a> {
+struct MarkedWriter<'a, E> {
     out: &'a mut [u8],
     /// Bytes written to `out`.
     at: usize,
@@ -606,10 +625,11 @@ struct MarkedWriter<'a> {
     markers: bool,
     /// Offset in the FPDU of its length field (what FPDUPTR points back to).
     header_pos: u32,
-    crc: Crc32c,
+    /// The CRC's engine and register, when CRCs are on.
+    crc: Option<(&'a E, Crc32c)>,
 }
 
-impl MarkedWriter<'_> {
+impl<E: Crc32cEngine> MarkedWriter<'_, E> {
     /// Writes a marker if the next byte's stream position is due one.
     fn marker_if_due(&mut self) {
         if self.markers && self.pos == 0 {
@@ -635,9 +655,9 @@ impl MarkedWriter<'_> {
 
     fn emit(&mut self, b: &[u8]) {
         copy(&mut self.out[self.at..self.at + b.len()], b);
-        // The CRC field is written last, after the CRC was taken: updating over it is
-        // harmless.
-        self.crc.update(b);
+        if let Some((e, c)) = self.crc.as_mut() {
+            c.update_with(*e, b);
+        }
         self.at += b.len();
         self.pos = (self.pos + b.len() as u32) % MARKER_INTERVAL;
     }

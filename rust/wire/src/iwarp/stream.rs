@@ -17,7 +17,7 @@
 //! This file is self-contained apart from its sibling modules and `crc32c`: it is compiled
 //! both as a module of the `oxrdma-wire` crate and, via `#[path]`, of the kernel crate.
 
-use super::super::crc32c::Crc32c;
+use super::super::crc32c::{Crc32c, Crc32cEngine, SoftCrc32c};
 use super::ddp::{self, Segment, TermCode, CTRL_LEN, MAX_HDR_LEN};
 use super::mpa::{crc_from_wire, pad_len, CRC_LEN, LEN_FIELD, MARKER_INTERVAL, MARKER_LEN};
 
@@ -125,17 +125,22 @@ impl Deframer {
 
     /// Consumes bytes from `input` until one event completes or the input runs out.
     pub fn step(&mut self, input: &[u8]) -> Result<Step, TermCode> {
+        self.step_with(&SoftCrc32c, input)
+    }
+
+    /// [`Deframer::step`], with CRCs computed by `crc`.
+    pub fn step_with<E: Crc32cEngine>(&mut self, crc: &E, input: &[u8]) -> Result<Step, TermCode> {
         if let Some(e) = self.failed {
             return Err(e);
         }
-        let r = self.run(input);
+        let r = self.run(crc, input);
         if let Err(e) = r {
             self.failed = Some(e);
         }
         r
     }
 
-    fn run(&mut self, input: &[u8]) -> Result<Step, TermCode> {
+    fn run<E: Crc32cEngine>(&mut self, crc: &E, input: &[u8]) -> Result<Step, TermCode> {
         let mut at = 0;
         loop {
             // A marker is due at every multiple of the interval (and may be cut).
@@ -156,7 +161,7 @@ impl Deframer {
                     &input[at..at + n],
                 );
                 self.marker_have += n;
-                self.consume(&input[at..at + n]);
+                self.consume(crc, &input[at..at + n]);
                 at += n;
                 if self.marker_have == MARKER_LEN {
                     self.marker_have = 0;
@@ -194,7 +199,7 @@ impl Deframer {
                     copy(&mut self.buf[self.have..self.have + n], &input[at..at + n]);
                     self.have += n;
                     if self.part != Part::Crc {
-                        self.consume(&input[at..at + n]);
+                        self.consume(crc, &input[at..at + n]);
                     } else {
                         self.advance(n);
                     }
@@ -211,7 +216,7 @@ impl Deframer {
                 }
                 Part::Payload | Part::Pad => {
                     let n = self.left.min(avail);
-                    self.consume(&input[at..at + n]);
+                    self.consume(crc, &input[at..at + n]);
                     let start = at;
                     at += n;
                     self.left -= n;
@@ -313,9 +318,11 @@ impl Deframer {
         }
     }
 
-    /// Bytes of the FPDU covered by the CRC.
-    fn consume(&mut self, b: &[u8]) {
-        self.crc.update(b);
+    /// Bytes of the FPDU covered by the CRC (computed only when CRCs are on).
+    fn consume<E: Crc32cEngine>(&mut self, crc: &E, b: &[u8]) {
+        if self.crc_on {
+            self.crc.update_with(crc, b);
+        }
         self.advance(b.len());
     }
 
@@ -440,6 +447,43 @@ mod tests {
                     assert_eq!(got, p);
                 }
             }
+        }
+    }
+
+    /// Counts the bytes it is given, computing like the tables.
+    #[derive(Default)]
+    struct Counting(core::cell::Cell<usize>);
+
+    impl Crc32cEngine for Counting {
+        fn update_raw(&self, state: u32, data: &[u8]) -> u32 {
+            self.0.set(self.0.get() + data.len());
+            SoftCrc32c.update_raw(state, data)
+        }
+    }
+
+    #[test]
+    fn the_engine_given_computes_every_crc_and_only_when_on() {
+        let payload = [5u8; 99];
+        for crc in [false, true] {
+            let (tx, rx) = (Counting::default(), Counting::default());
+            let mut f = Framer::new(crc, false);
+            let mut out = [0u8; 256];
+            let hdr = send_header(1, 0, true);
+            let n = f.frame_with(&tx, &[&hdr, &payload], &mut out).unwrap();
+            let mut d = Deframer::new(crc, false);
+            let mut at = 0;
+            let mut got = 0;
+            while at < n {
+                let step = d.step_with(&rx, &out[at..n]).unwrap();
+                if let Event::Payload { len, .. } = step.event {
+                    got += len;
+                }
+                at += step.consumed;
+            }
+            assert_eq!(got, payload.len());
+            // Everything but the CRC field, on each side; nothing without CRCs.
+            let covered = if crc { n - CRC_LEN } else { 0 };
+            assert_eq!((tx.0.get(), rx.0.get()), (covered, covered), "crc {crc}");
         }
     }
 
