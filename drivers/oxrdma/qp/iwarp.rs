@@ -43,6 +43,10 @@ use kernel::types::ARef;
 
 /// Bytes the transmit buffer holds (several FPDUs handed to the socket at once).
 const TX_BUF: usize = 64 * 1024;
+/// The largest ULPDU sent (a larger MSS, on `lo` for one, gets FPDUs of this size): its
+/// FPDU, markers included, always fits the transmit buffer.
+const MAX_MULPDU: u16 = 32 * 1024;
+const _: () = assert!(TX_BUF >= 2 * MAX_MULPDU as usize);
 /// Transmit buffer fills of one run.
 const TX_PASSES: u32 = 16;
 /// Inbound RDMA READs a QP answers at once at most (its IRD).
@@ -205,12 +209,12 @@ pub(crate) struct IwProto {
 const _: () = assert!(REQ_WQES <= 128, "one bit per operation slot in a u128");
 
 impl IwProto {
-    fn new(p: &IwParams, crc: KernelCrc32c) -> Result<Self> {
+    fn new(p: &IwParams, mulpdu: u16, crc: KernelCrc32c) -> Result<Self> {
         Ok(Self {
             framer: Framer::new(p.crc, p.markers_tx),
             deframer: Deframer::new(p.crc, p.markers_rx),
             crc,
-            mulpdu: p.mulpdu,
+            mulpdu,
             ird: p.ird.clamp(1, MAX_IRD),
             ord: p.ord.max(1),
             tx_seq: 0,
@@ -298,9 +302,10 @@ impl QpInner {
         if !self.iwarp || self.qp_type != QpType::Rc {
             return Err(EINVAL);
         }
-        let proto = KBox::new(IwProto::new(p, self.dev.crc32c)?, GFP_KERNEL)?;
+        let mulpdu = p.mulpdu.min(MAX_MULPDU);
+        let proto = KBox::new(IwProto::new(p, mulpdu, self.dev.crc32c)?, GFP_KERNEL)?;
         let tx = KVec::from_elem(0u8, TX_BUF, GFP_KERNEL)?;
-        let scratch = KVec::from_elem(0u8, usize::from(p.mulpdu), GFP_KERNEL)?;
+        let scratch = KVec::from_elem(0u8, usize::from(mulpdu), GFP_KERNEL)?;
         let waker = Arc::new(
             Waker {
                 dev: self.dev.clone(),
