@@ -498,10 +498,15 @@ impl QpInner {
         };
         let graceful = sqd && io.tx_len == 0 && iw.tx_msg.is_none();
         let abort = iw.abort || sock_err || io.sock.error().is_some();
-        if io.eof && !io.disconnected {
-            io.disconnected = true;
-            let _ = io.cm.event(&CmEvent::new(EventKind::Disconnect));
-        }
+        // Events go to the iw_cm with the QP's lock dropped: its handler takes the
+        // identifier's lock, which must not nest inside a lock softirqs take.
+        let disconnect = io.eof && !io.disconnected;
+        io.disconnected |= disconnect;
+        let report_disconnect = |io: &IwIo| {
+            if disconnect {
+                let _ = io.cm.event(&CmEvent::new(EventKind::Disconnect));
+            }
+        };
         if abort || io.eof || graceful {
             if st.state != St::Err {
                 self.to_error(&mut st, None);
@@ -518,6 +523,7 @@ impl QpInner {
             };
             st.iw = None;
             drop(st);
+            report_disconnect(io);
             if let Some(n) = term_len {
                 let _ = io.sock.send(&[&term[..n]], false);
             }
@@ -527,6 +533,7 @@ impl QpInner {
             return;
         }
         drop(st);
+        report_disconnect(io);
         drop(guard);
         if again {
             self.kick();
