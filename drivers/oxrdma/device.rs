@@ -194,8 +194,8 @@ impl Driver for OxDevice {
 
     fn query_device(dev: &Device<Self>) -> DeviceAttrs {
         use limits::*;
-        // An iWARP device offers RC QPs only: no SRQs, address handles or multicast (and
-        // no atomics: they would need RFC 7306, which siw does not speak either).
+        // An iWARP device offers RC QPs only (with SRQs): no address handles or multicast
+        // (and no atomics: they would need RFC 7306, which siw does not speak either).
         let roce = dev.kind == NodeKind::Roce;
         let only_roce = |v: i32| if roce { v } else { 0 };
         DeviceAttrs {
@@ -218,9 +218,9 @@ impl Driver for OxDevice {
             max_qp_rd_atom: MAX_RD_ATOM,
             max_qp_init_rd_atom: MAX_INIT_RD_ATOM,
             max_res_rd_atom: MAX_RES_RD_ATOM,
-            max_srq: only_roce(MAX_SRQ),
-            max_srq_wr: only_roce(MAX_SRQ_WR),
-            max_srq_sge: only_roce(MAX_SGE),
+            max_srq: MAX_SRQ,
+            max_srq_wr: MAX_SRQ_WR,
+            max_srq_sge: MAX_SGE,
             max_fast_reg_page_list_len: MAX_FAST_REG_PAGES,
             // Atomics use the CPU's own atomic instructions on the target memory.
             atomic_glob: roce,
@@ -550,7 +550,7 @@ impl Driver for OxDevice {
     }
 
     fn create_srq(
-        dev: &Device<Self>,
+        _dev: &Device<Self>,
         init: SrqInit<'_, Self>,
         mut ctx: Option<&mut UserCall<'_>>,
     ) -> Result<SrqCreated<Srq>> {
@@ -561,9 +561,6 @@ impl Driver for OxDevice {
             || a.limit > a.max_wr
         {
             return Err(EINVAL);
-        }
-        if dev.kind != NodeKind::Roce {
-            return Err(code::eopnotsupp());
         }
         let slots = ring_slots(a.max_wr).ok_or(EINVAL)?;
         let slot = recv_slot_size(a.max_sge.max(1));

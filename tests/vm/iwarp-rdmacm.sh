@@ -3,7 +3,8 @@
 # rdma_cm over oxiwarp (MPA/DDP/RDMAP over kernel TCP, through the iw_cm): between two
 # namespaces over IPv4 and IPv6, and with siw both ways (across namespaces, and in one
 # namespace beside a second oxiwarp device): rping with its data check, ucmatose, perftest's
-# -R send/write/read bandwidth (odd sizes, and above 1 MiB) and send latency. Then
+# -R send/write/read bandwidth (odd sizes, above 1 MiB, sends into an SRQ, four QPs at once)
+# and send latency. Then
 # the failures a user meets: nobody listening (the connection is refused), a server killed
 # in the middle of a run (the client ends, no hang). Nothing is left behind: no QP, no cm_id,
 # and the module unloads.
@@ -114,6 +115,16 @@ cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP6" -v -C 20 -- \
 	rping -p 7174 -c -a "$NS_B_IP6" -v -C 20
 check_rping "IPv6 rping server" "$PAIR_SERVER_OUT" 20
 check_rping "IPv6 rping client" "$PAIR_CLIENT_OUT" 20
+# perftest 4.5 hangs with -R, --use-srq and several QPs (siw's too); one QP with an SRQ, and
+# several QPs without.
+info "SRQ: ib_send_bw -R --use-srq, receives from a shared receive queue"
+perftest_pair "$NS_B" "$NS_A" 18515 120 ib_send_bw -R -F --use-srq -p 18515 -n 200 -s 4099 \
+	-d oxb_i -- ib_send_bw -R -F --use-srq -p 18515 -n 200 -s 4099 -d oxa_i "$NS_B_IP4"
+info "ib_send_bw -R --use-srq: $(perftest_row ib_send_bw 4099 200 "$PAIR_CLIENT_OUT")"
+info "ib_send_bw -R -q 4: four QPs, four connections"
+perftest_pair "$NS_B" "$NS_A" 18515 120 ib_send_bw -R -F -q 4 -p 18515 -n 200 -s 4099 \
+	-d oxb_i -- ib_send_bw -R -F -q 4 -p 18515 -n 200 -s 4099 -d oxa_i "$NS_B_IP4"
+info "ib_send_bw -R -q 4: $(perftest_row ib_send_bw 4099 800 "$PAIR_CLIENT_OUT")"
 info "a capture: rping and ib_write_bw oxiwarp to oxiwarp"
 capture_start "$NS_A" "$NS_A_DEV" 7174 "$OX_TMP/ox-ox.pcap"
 cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP4" -v -C 5 -S 3000 -- \
