@@ -352,18 +352,14 @@ unsafe impl Send for NetRef {}
 unsafe impl Sync for NetRef {}
 
 impl NetRef {
-    /// References `dev`'s current namespace, unless it is being dismantled. Process context,
-    /// RTNL not held (this takes it).
+    /// References `dev`'s current namespace, unless it is being dismantled. Any context but
+    /// hard interrupt; no lock needed (so it may be called under locks that the RTNL nests
+    /// around, as rdma_cm's listen does).
     pub fn of(dev: &NetDevice) -> Option<NetRef> {
-        // `maybe_get_net` fails once the namespace's count dropped to zero.
-        // SAFETY: the RTNL keeps the device from moving between namespaces, and a device in
-        // a namespace keeps its `struct net` allocated.
-        let net = unsafe {
-            bindings::rtnl_lock();
-            let net = bindings::oxrdma_maybe_get_net(bindings::oxrdma_dev_net(dev.as_raw()));
-            bindings::rtnl_unlock();
-            net
-        };
+        // SAFETY: the device is allocated (type invariant); the helper reads its namespace
+        // under RCU, which keeps that `struct net` allocated, and `maybe_get_net` fails once
+        // the namespace's count dropped to zero.
+        let net = unsafe { bindings::oxrdma_dev_get_net(dev.as_raw()) };
         // INVARIANT: a non-NULL result carries a reference.
         NonNull::new(net).map(NetRef)
     }

@@ -243,9 +243,14 @@ struct net *oxrdma_dev_net(const struct net_device *ndev)
 	return dev_net(ndev);
 }
 
-struct net *oxrdma_maybe_get_net(struct net *net)
+struct net *oxrdma_dev_get_net(const struct net_device *ndev)
 {
-	return maybe_get_net(net);
+	struct net *net;
+
+	rcu_read_lock();
+	net = maybe_get_net(dev_net(ndev));
+	rcu_read_unlock();
+	return net;
 }
 
 void oxrdma_put_net(struct net *net)

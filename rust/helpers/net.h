@@ -88,9 +88,14 @@ int oxrdma_ip_mc_group(struct net_device *ndev, __be32 group, bool join);
 /* The same for an IPv6 group: ipv6_dev_mc_inc()/ipv6_dev_mc_dec(). Process context. */
 int oxrdma_ipv6_mc_group(struct net_device *ndev, const u8 *group, bool join);
 
-/* dev_net(), maybe_get_net(), put_net() */
+/* dev_net(); put_net() */
 struct net *oxrdma_dev_net(const struct net_device *ndev);
-struct net *oxrdma_maybe_get_net(struct net *net);
+/*
+ * A reference on @ndev's current namespace, NULL if it is being dismantled: maybe_get_net()
+ * under rcu_read_lock() (a namespace is freed only after an RCU grace period from its
+ * dismantling; the caller holds @ndev).
+ */
+struct net *oxrdma_dev_get_net(const struct net_device *ndev);
 void oxrdma_put_net(struct net *net);
 
 /* rcu_read_lock(), rcu_read_unlock(), rcu_dereference_sk_user_data() */
