@@ -31,8 +31,8 @@ use crate::ox::rdma::iwcm::{CmId, ConnParams, Event, EventKind};
 use crate::ox::tcp::{SockAddr, TcpEvents, TcpInput, TcpSocket, TcpState};
 use crate::ox::timer::{Timer, TimerHandler};
 use crate::ox::workqueue;
-use crate::qp::{IwParams, QpInner, MAX_IRD};
-use crate::wire::iwarp::mpa::{self, IrdOrd, Negotiated, Policy, RrHeader, RrKind};
+use crate::qp::{IwParams, QpInner, RtrRole, MAX_IRD};
+use crate::wire::iwarp::mpa::{self, IrdOrd, Negotiated, Policy, RrHeader, RrKind, RtrSet};
 use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::{
     alloc::KVec,
@@ -312,17 +312,29 @@ impl IwCm {
             markers: params::iwarp_markers(),
             ird: (params.ird.min(u32::from(MAX_IRD)) as u16).max(1),
             ord: params.ord.min(u32::from(MAX_IRD)) as u16,
-            rtr: None,
+            // Peer-to-peer mode when the initiator offers it, with a zero-length RDMA write
+            // or read as its ready-to-receive message (a zero-length send would take a
+            // receive WQE the ULP did not post for it).
+            rtr: Some(RTR_TYPES),
         };
         let pd = params.private_data;
         let pd_len = u16::try_from(pd.len()).map_err(|_| EINVAL)?;
         let (hdr, rwords, neg) = policy
             .reply(&req, words, pd_len, false)
+            .or_else(|_| {
+                // An initiator offering only a send gets a client-server reply (RFC 6581
+                // leaves it to the initiator to go on or not).
+                Policy {
+                    rtr: None,
+                    ..policy
+                }
+                .reply(&req, words, pd_len, false)
+            })
             .map_err(|_| EINVAL)?;
         send_frame(&sock, &hdr, rwords, pd)?;
         let local = sock.addr(false).ok();
         let remote = sock.addr(true).ok();
-        let params = iw_params(&sock, &neg);
+        let params = iw_params(&sock, &neg, false);
         qp.iw_attach(sock, ARef::from(id), &params, |cm| {
             let mut ev = Event::new(EventKind::Established);
             ev.local = local;
@@ -370,7 +382,15 @@ impl IwCm {
             markers: params::iwarp_markers(),
             ird: (params.ird.min(u32::from(MAX_IRD)) as u16).max(1),
             ord: params.ord.min(u32::from(MAX_IRD)) as u16,
-            rtr: None,
+            rtr: {
+                let p2p = params::iwarp_p2p();
+                let offer = RtrSet {
+                    send: false,
+                    write: p2p & 1 != 0,
+                    read: p2p & 2 != 0,
+                };
+                (offer.write || offer.read).then_some(offer)
+            },
         };
         let pd_len = u16::try_from(params.private_data.len()).map_err(|_| EINVAL)?;
         let (req, words) = policy.request(pd_len).map_err(|_| EINVAL)?;
@@ -417,9 +437,23 @@ impl IwCm {
 }
 
 /// The data path's parameters from the negotiation and the socket's MSS.
-fn iw_params(sock: &TcpSocket, n: &Negotiated) -> IwParams {
+/// The ready-to-receive messages oxiwarp sends as an initiator and accepts as a responder in
+/// peer-to-peer mode.
+const RTR_TYPES: RtrSet = RtrSet {
+    send: false,
+    write: true,
+    read: true,
+};
+
+/// What the QP needs of the negotiated `n`, this side being the `initiator` or not.
+fn iw_params(sock: &TcpSocket, n: &Negotiated, initiator: bool) -> IwParams {
     let emss = sock.mss().max(536);
     IwParams {
+        rtr: match n.rtr {
+            Some(r) if initiator => RtrRole::Send(r),
+            Some(r) => RtrRole::Await(r),
+            None => RtrRole::None,
+        },
         crc: n.crc,
         markers_tx: n.markers_tx,
         markers_rx: n.markers_rx,
@@ -790,7 +824,7 @@ impl Active {
             let qp: Arc<QpInner> = self.cm.dev.qp(self.qpn).ok_or_else(code::econnreset)?;
             let mut sock = sock;
             sock.unwatch();
-            let params = iw_params(&sock, &rep.neg);
+            let params = iw_params(&sock, &rep.neg, true);
             let pd = buf.get(rep.ulp.clone()).unwrap_or(&[]);
             let done = &self.done;
             qp.iw_attach(sock, self.id.clone(), &params, |cm| {

@@ -65,7 +65,7 @@ mod iwarp;
 mod recv;
 mod send;
 
-pub(crate) use iwarp::{IwParams, MAX_IRD};
+pub(crate) use iwarp::{IwParams, RtrRole, MAX_IRD};
 
 /// Send WQEs the requester holds at once (more wait in the SQ ring).
 pub(crate) const REQ_WQES: usize = 128;

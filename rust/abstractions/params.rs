@@ -17,3 +17,12 @@ pub fn iwarp_crc() -> bool {
     // SAFETY: reads a module-lifetime static once.
     unsafe { bindings::oxrdma_param_iwarp_crc() }
 }
+
+/// `iwarp_p2p`: oxiwarp offers peer-to-peer mode (RFC 6581) on the connections it initiates,
+/// with the ready-to-receive messages of this bitmask (1: a zero-length RDMA write, 2: a
+/// zero-length RDMA read; 0: client-server mode). Read at each connection setup; writable at
+/// any time.
+pub fn iwarp_p2p() -> u32 {
+    // SAFETY: reads a module-lifetime static once.
+    unsafe { bindings::oxrdma_param_iwarp_p2p() }
+}

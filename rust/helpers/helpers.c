@@ -176,3 +176,13 @@ bool oxrdma_param_iwarp_crc(void)
 {
 	return READ_ONCE(iwarp_crc);
 }
+
+static uint iwarp_p2p;
+module_param(iwarp_p2p, uint, 0644);
+MODULE_PARM_DESC(iwarp_p2p,
+		 "oxiwarp offers peer-to-peer mode (RFC 6581) on the connections it initiates, with these ready-to-receive messages: 1 zero-length RDMA write, 2 zero-length RDMA read, 3 both (default: 0, client-server mode)");
+
+u32 oxrdma_param_iwarp_p2p(void)
+{
+	return READ_ONCE(iwarp_p2p);
+}

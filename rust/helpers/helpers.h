@@ -73,8 +73,9 @@ bool oxrdma_in_task(void);
 struct ida;
 void oxrdma_ida_init(struct ida *ida);
 
-/* The module parameters iwarp_markers and iwarp_crc (/sys/module/oxrdma/parameters/). */
+/* The module parameters iwarp_markers, iwarp_crc, iwarp_p2p (/sys/module/oxrdma/parameters/). */
 bool oxrdma_param_iwarp_markers(void);
 bool oxrdma_param_iwarp_crc(void);
+u32 oxrdma_param_iwarp_p2p(void);
 
 #endif

@@ -4,7 +4,7 @@
 # namespaces over IPv4 and IPv6, and with siw both ways (across namespaces, and in one
 # namespace beside a second oxiwarp device): rping with its data check, ucmatose, perftest's
 # -R send/write/read bandwidth (odd sizes, above 1 MiB, sends into an SRQ, four QPs at once)
-# and send latency. Then
+# and send latency; peer-to-peer mode (RFC 6581) with either ready-to-receive message. Then
 # the failures a user meets: nobody listening (the connection is refused), a server killed
 # in the middle of a run (the client ends, no hang). Nothing is left behind: no QP, no cm_id,
 # and the module unloads.
@@ -134,6 +134,39 @@ perftest_pair "$NS_B" "$NS_A" 7174 120 ib_write_bw -R -F -p 7174 -n 20 -s 5000 -
 capture_stop
 tshark_check "$OX_TMP/ox-ox.pcap" "oxiwarp to oxiwarp"
 nothing_left "after the tools"
+
+# Peer-to-peer mode (RFC 6581): the initiator offers its ready-to-receive messages in the MPA
+# request's IRD/ORD words (P, and W or R), the responder picks one in its reply, the
+# initiator sends it first (a zero-length RDMA write, or read answered by an empty response)
+# and the responder sends nothing before it.
+p2p_words() { # FILE KIND: the private data words of the MPA KIND (Request/Reply) frames
+	tshark -r "$1" --disable-heuristic rpcrdma_iwarp -V 2>/dev/null |
+		awk -v k="$2 frame header" '$0 ~ k {f = 1} f && /Private data:/ {print $3; f = 0}'
+}
+for p2p in 1 2; do
+	rtr=write want_ord='[89ab]'
+	[ "$p2p" = 1 ] || rtr=read want_ord='[4567]'
+	info "peer-to-peer mode, a zero-length RDMA $rtr as the ready-to-receive message"
+	echo "$p2p" >/sys/module/oxrdma/parameters/iwarp_p2p
+	capture_start "$NS_A" "$NS_A_DEV" 7174 "$OX_TMP/p2p.pcap"
+	cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP4" -v -C 10 -S 2000 -- \
+		rping -p 7174 -c -a "$NS_B_IP4" -v -C 10 -S 2000
+	check_rping "p2p $rtr rping server" "$PAIR_SERVER_OUT" 10
+	check_rping "p2p $rtr rping client" "$PAIR_CLIENT_OUT" 10
+	capture_stop
+	req=$(p2p_words "$OX_TMP/p2p.pcap" Request | head -1)
+	rep=$(p2p_words "$OX_TMP/p2p.pcap" Reply | head -1)
+	info "MPA request IRD/ORD words $req, reply $rep"
+	expect_match "$req" '^[89ab]...[0-9a-f]{4}$' "p2p $rtr: the request offers peer-to-peer mode"
+	expect_match "$rep" "^[89ab]...${want_ord}...\$" "p2p $rtr: the reply takes it, with the $rtr"
+	for tool in ib_write_bw ib_read_bw ib_send_bw; do
+		perftest_pair "$NS_B" "$NS_A" 18515 120 "$tool" -R -F -p 18515 -n 50 -s 5000 -d oxb_i -- \
+			"$tool" -R -F -p 18515 -n 50 -s 5000 -d oxa_i "$NS_B_IP4"
+		info "p2p $rtr $tool -R: $(perftest_row "$tool" 5000 50 "$PAIR_CLIENT_OUT")"
+	done
+done
+echo 0 >/sys/module/oxrdma/parameters/iwarp_p2p
+nothing_left "after peer-to-peer mode"
 
 info "MPA markers (iwarp_markers on both ends): rping -v, ib_write_bw and ib_read_bw, captured"
 echo Y >/sys/module/oxrdma/parameters/iwarp_markers

@@ -37,7 +37,7 @@ use crate::wire::iwarp::ddp::{
     self, Opcode as Rdmap, Placement, ReadRequest, Segment, TermCode, Terminate, UntaggedQueue,
     QN_READ_REQUEST, QN_SEND, QN_TERMINATE,
 };
-use crate::wire::iwarp::mpa::{Framer, CRC_LEN, LEN_FIELD, MARKER_LEN};
+use crate::wire::iwarp::mpa::{Framer, Rtr, CRC_LEN, LEN_FIELD, MARKER_LEN};
 use crate::wire::iwarp::stream::{Deframer, Event};
 use kernel::types::ARef;
 
@@ -52,8 +52,21 @@ const TX_PASSES: u32 = 16;
 /// Inbound RDMA READs a QP answers at once at most (its IRD).
 pub(crate) const MAX_IRD: u16 = 128;
 
+/// This side's part in the ready-to-receive exchange of peer-to-peer mode (RFC 6581).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RtrRole {
+    /// Client-server mode: nothing to send or wait for.
+    None,
+    /// The initiator: this message goes out before anything else.
+    Send(Rtr),
+    /// The responder: nothing goes out before this message came in.
+    Await(Rtr),
+}
+
 /// What the connection negotiated, for [`QpInner::iw_attach`].
 pub(crate) struct IwParams {
+    /// Peer-to-peer mode.
+    pub(crate) rtr: RtrRole,
     /// CRCs sent and checked.
     pub(crate) crc: bool,
     /// Markers in what this side sends.
@@ -200,6 +213,13 @@ pub(crate) struct IwProto {
     rx_hdr: Option<Segment>,
     in_reads: Fifo<ReadRequest>,
     responding: Option<Responding>,
+    /// Peer-to-peer mode: the initiator's ready-to-receive message, still to be sent.
+    rtr_send: Option<Rtr>,
+    /// Peer-to-peer mode: the responder sends nothing before this message came in.
+    rtr_wait: Option<Rtr>,
+    /// The initiator sent a zero-length RDMA READ as its ready-to-receive message: its
+    /// (empty) response comes before any other.
+    rtr_response: bool,
     /// A TERMINATE to send before the connection is aborted.
     terminate: Option<TermCode>,
     /// The connection must end (error, or the peer closed).
@@ -233,6 +253,15 @@ impl IwProto {
             rx_hdr: None,
             in_reads: Fifo::new(MAX_IRD.into())?,
             responding: None,
+            rtr_send: match p.rtr {
+                RtrRole::Send(r) => Some(r),
+                _ => None,
+            },
+            rtr_wait: match p.rtr {
+                RtrRole::Await(r) => Some(r),
+                _ => None,
+            },
+            rtr_response: false,
             terminate: None,
             abort: false,
         })
@@ -731,8 +760,24 @@ impl QpInner {
     /// responses first, then the send queue's operations in order. Returns the bytes framed.
     fn iw_fill(&self, st: &mut QpState, tx: &mut [u8], scratch: &mut [u8]) -> usize {
         let mut len = 0;
-        if !matches!(st.state, St::Rts | St::Sqd) || st.iw.is_none() {
+        if !matches!(st.state, St::Rts | St::Sqd) {
             return 0;
+        }
+        let Some(iw) = st.iw.as_mut() else { return 0 };
+        // Peer-to-peer mode: a responder sends nothing before the initiator's
+        // ready-to-receive message (what is posted meanwhile waits in the ring; its arrival
+        // runs the QP), an initiator sends that message first.
+        if iw.rtr_wait.is_some() {
+            return 0;
+        }
+        if let Some(r) = iw.rtr_send.take() {
+            match Self::iw_rtr(iw, r, tx) {
+                Ok(n) => len = n,
+                Err(t) => {
+                    self.iw_fail(st, t);
+                    return 0;
+                }
+            }
         }
         if st.state == St::Rts {
             self.sq.set_busy();
@@ -843,6 +888,36 @@ impl QpInner {
             .seal_with(&crc, out, h + n)
             .map(Some)
             .map_err(|_| BROKEN)
+    }
+
+    /// Frames the ready-to-receive message `r` of an initiator in peer-to-peer mode at the
+    /// start of `out`: a zero-length RDMA WRITE (STag 0) or READ (of 0 bytes, STags 0).
+    fn iw_rtr(iw: &mut IwProto, r: Rtr, out: &mut [u8]) -> Result<usize, Option<TermCode>> {
+        let seg = match r {
+            Rtr::Write => Segment {
+                opcode: Rdmap::Write,
+                last: true,
+                placement: Placement::Tagged { stag: 0, to: 0 },
+                read: None,
+                terminate: None,
+            },
+            Rtr::Read => {
+                iw.rtr_response = true;
+                read_request(
+                    iw,
+                    ReadRequest {
+                        sink_stag: 0,
+                        sink_to: 0,
+                        size: 0,
+                        source_stag: 0,
+                        source_to: 0,
+                    },
+                )
+            }
+            // Never negotiated by oxiwarp (see `RTR_TYPES` in iwcm.rs).
+            Rtr::Send => return Err(Some(TermCode::RDMAP_CATASTROPHIC_STREAM)),
+        };
+        Self::iw_frame(iw, &seg, out)
     }
 
     /// Frames the segment `seg`, without payload, at the start of `out`: its length, or a
@@ -1011,17 +1086,9 @@ impl QpInner {
                     if iw.reads_out.len() >= usize::from(iw.ord) {
                         return Ok(None);
                     }
-                    iw.read_msn = iw.read_msn.wrapping_add(1);
-                    Segment {
-                        opcode: Rdmap::ReadRequest,
-                        last: true,
-                        placement: Placement::Untagged {
-                            qn: QN_READ_REQUEST,
-                            msn: iw.read_msn,
-                            mo: 0,
-                            inv_stag: 0,
-                        },
-                        read: Some(ReadRequest {
+                    read_request(
+                        iw,
+                        ReadRequest {
                             // Opaque to the responder, which returns them: the READ's
                             // sequence and the offset in its buffer.
                             sink_stag: seq as u32,
@@ -1029,9 +1096,8 @@ impl QpInner {
                             size: op.len,
                             source_stag: op.rkey,
                             source_to: op.remote_addr,
-                        }),
-                        terminate: None,
-                    }
+                        },
+                    )
                 }
                 _ => {
                     iw.finished |= bit(seq);
@@ -1152,6 +1218,7 @@ impl QpInner {
             return 0;
         }
         let reads = iw.reads_out.len();
+        let waiting = iw.rtr_wait.is_some();
         self.iw_input(&mut st, piece);
         *wake |= match st.iw.as_ref() {
             Some(iw) => {
@@ -1159,6 +1226,7 @@ impl QpInner {
                     || !iw.in_reads.is_empty()
                     || iw.responding.is_some()
                     || iw.reads_out.len() < reads
+                    || (waiting && iw.rtr_wait.is_none())
             }
             None => true,
         };
@@ -1212,6 +1280,32 @@ impl QpInner {
     /// A segment's header: decide where its payload goes.
     fn iw_header(&self, st: &mut QpState, seg: Segment, len: u16) -> Result<(), Option<TermCode>> {
         let len32 = u32::from(len);
+        if let Some(iw) = st.iw.as_mut() {
+            // Peer-to-peer mode: the responder's first segment must be the negotiated
+            // ready-to-receive message (then handled like any zero-length WRITE or READ).
+            if let Some(want) = iw.rtr_wait {
+                let is_rtr = match (want, seg.opcode, seg.read) {
+                    (Rtr::Write, Rdmap::Write, _) => len == 0 && seg.last,
+                    (Rtr::Read, Rdmap::ReadRequest, Some(r)) => r.size == 0,
+                    _ => false,
+                };
+                if !is_rtr {
+                    return Err(Some(TermCode::RDMAP_OPCODE));
+                }
+                iw.rtr_wait = None;
+            }
+            // The initiator's zero-length READ as its ready-to-receive message: the first
+            // response answers it.
+            if seg.opcode == Rdmap::ReadResponse && iw.rtr_response {
+                if len != 0 || !seg.last {
+                    return Err(Some(TermCode::DDP_T_BASE_BOUNDS));
+                }
+                iw.rtr_response = false;
+                iw.rx_seg = RxSeg::Discard;
+                iw.rx_hdr = None;
+                return Ok(());
+            }
+        }
         let dest = match (seg.opcode, seg.placement) {
             // A zero-length RDMA WRITE places nothing: its STag is not checked (RFC 5041,
             // as a zero-length RDMA WRITE needs no valid R_Key over RoCE); peers use it to
@@ -1398,6 +1492,24 @@ impl QpInner {
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// The next read request of the connection (its message sequence number taken), asking for
+/// `r`.
+fn read_request(iw: &mut IwProto, r: ReadRequest) -> Segment {
+    iw.read_msn = iw.read_msn.wrapping_add(1);
+    Segment {
+        opcode: Rdmap::ReadRequest,
+        last: true,
+        placement: Placement::Untagged {
+            qn: QN_READ_REQUEST,
+            msn: iw.read_msn,
+            mo: 0,
+            inv_stag: 0,
+        },
+        read: Some(r),
+        terminate: None,
     }
 }
 
