@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Runs in a bench VM (scripts/bench.sh): iWARP, oxiwarp against siw, over rdma_cm (perftest
-# -R), and single-stream TCP for reference.
-#   oxiwarp  oxa_i <-> oxb_i on oxa0/oxb0, in namespaces oxa and oxb (TCP over the veth pair);
-#   siw      siw0 <-> siw1 on oxv0/oxv1 in the root namespace (TCP between two local
-#            addresses: through lo).
-# The two cannot share a path: a wildcard rdma_cm listen (perftest's server) asks every iWARP
-# device to listen; siw binds its netdev's addresses in the listener's namespace (so siw
-# devices of another namespace fail the listen), and oxiwarp binds the wildcard address in its
-# device's namespace (so two oxiwarp devices of one namespace collide). Only one system's
-# devices exist at a time. Each round measures both, in an order that rotates; results go to
-# $OX_OUT/raw.txt as "ROUND iw.SYSTEM.KEY VALUE" lines for scripts/bench-report.py, TCP over
-# each path as iw.tcp_veth and iw.tcp_lo.
-#   OX_BENCH_ROUNDS (5), OX_BENCH_SECONDS (3), OX_BENCH_LAT_ITERS (2000)
+# -R), and single-stream TCP for reference. Systems, all on the root veth pair oxv0/oxv1:
+#   oxiwarp        iw_a <-> iw_b, oxiwarp, MPA CRCs on (its default);
+#   oxiwarp_nocrc  the same with iwarp_crc=0: no CRCs, like siw by default;
+#   siw            iw_a <-> iw_b, siw (no CRCs);
+# in the root namespace, so TCP runs between two local addresses, through lo: siw cannot
+# listen from another namespace (a wildcard rdma_cm listen asks every iWARP device, and siw
+# creates its listening socket in the caller's namespace). And oxiwarp's own deployment path:
+#   oxiwarp_ns     oxa_i <-> oxb_i on oxa0/oxb0 in namespaces oxa and oxb (TCP over veth).
+# Only one system's devices exist at a time. Each round measures all, in an order that
+# rotates; results go to $OX_OUT/raw.txt as "ROUND iw.SYSTEM.KEY VALUE" lines for
+# scripts/bench-report.py, TCP over each path as iw.tcp_veth and iw.tcp_lo.
+#   OX_BENCH_ROUNDS (5), OX_BENCH_BW_ITERS (4000), OX_BENCH_LAT_ITERS (2000)
+# Bandwidth runs count iterations rather than time: perftest's duration mode (-D) reports
+# 0 MB/s now and then for iWARP reads and sends (siw's as well as oxiwarp's).
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
 
 ROUNDS=${OX_BENCH_ROUNDS:-5}
 DUR=${OX_BENCH_SECONDS:-3}
+BW_ITERS=${OX_BENCH_BW_ITERS:-4000}
 LAT_ITERS=${OX_BENCH_LAT_ITERS:-2000}
 RAW=$OX_OUT/raw.txt
 : >"$RAW"
@@ -28,26 +31,34 @@ record() { echo "$round iw.$1 $2" >>"$RAW"; }
 
 sys_args() {
 	case $1 in
-	oxiwarp) SNS=$NS_B CNS=$NS_A SDEV=oxb_i CDEV=oxa_i SIP=$NS_B_IP4;;
-	siw) SNS= CNS= SDEV=siw1 CDEV=siw0 SIP=$VETH_B_IP4;;
+	oxiwarp_ns) SNS=$NS_B CNS=$NS_A SDEV=oxb_i CDEV=oxa_i SIP=$NS_B_IP4;;
+	*) SNS= CNS= SDEV=iw_b CDEV=iw_a SIP=$VETH_B_IP4;;
 	esac
 }
 
 devs_up() {
+	local crc=Y
 	case $1 in
-	oxiwarp)
+	oxiwarp_ns)
 		rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
 		rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
 		;;
-	siw) siw_add siw0 "$VETH_A"; siw_add siw1 "$VETH_B";;
+	oxiwarp | oxiwarp_nocrc)
+		[ "$1" = oxiwarp ] || crc=N
+		echo "$crc" >/sys/module/oxrdma/parameters/iwarp_crc
+		rdma_link_add iw_a oxiwarp "$VETH_A"
+		rdma_link_add iw_b oxiwarp "$VETH_B"
+		;;
+	siw) siw_add iw_a "$VETH_A"; siw_add iw_b "$VETH_B";;
 	esac
 }
 
 devs_down() {
 	case $1 in
-	oxiwarp) link_del -n "$NS_A" oxa_i; link_del -n "$NS_B" oxb_i;;
-	siw) link_del siw0; link_del siw1;;
+	oxiwarp_ns) link_del -n "$NS_A" oxa_i; link_del -n "$NS_B" oxb_i;;
+	*) link_del iw_a; link_del iw_b;;
 	esac
+	echo Y >/sys/module/oxrdma/parameters/iwarp_crc
 }
 
 # bw SYSTEM TOOL SIZE: bandwidth over rdma_cm, MB/s (2^20).
@@ -55,15 +66,15 @@ bw() {
 	local sys=$1 tool=$2 size=$3 row mbs
 	sys_args "$sys"
 	run_pair --port 18515 --server-ns "$SNS" --client-ns "$CNS" 120 \
-		"$tool" -R -F -D "$DUR" -s "$size" -d "$SDEV" -- \
-		"$tool" -R -F -D "$DUR" -s "$size" -d "$CDEV" "$SIP"
-	row=$(grep -E "^[[:space:]]*$size[[:space:]]" <<<"$PAIR_CLIENT_OUT" | tail -1) ||
+		"$tool" -R -F -n "$BW_ITERS" -s "$size" -d "$SDEV" -- \
+		"$tool" -R -F -n "$BW_ITERS" -s "$size" -d "$CDEV" "$SIP"
+	row=$(grep -E "^[[:space:]]*$size[[:space:]]+$BW_ITERS[[:space:]]" <<<"$PAIR_CLIENT_OUT" | tail -1) ||
 		fail "$sys $tool $size: no result row: $PAIR_CLIENT_OUT"
 	mbs=$(awk '{print $4}' <<<"$row")
 	# ib_send_bw now and then reports 0.00 on the sending side; the receiving side counted
 	# what arrived (as in bench-guest.sh).
 	if awk -v m="$mbs" 'BEGIN { exit !(m == 0) }'; then
-		row=$(grep -E "^[[:space:]]*$size[[:space:]]" <<<"$PAIR_SERVER_OUT" | tail -1) || true
+		row=$(grep -E "^[[:space:]]*$size[[:space:]]+$BW_ITERS[[:space:]]" <<<"$PAIR_SERVER_OUT" | tail -1) || true
 		[ -z "$row" ] || mbs=$(awk '{print $4}' <<<"$row")
 	fi
 	record "$sys.$tool.$size" "$mbs"
@@ -105,12 +116,14 @@ tcp() {
 }
 
 modprobe rdma_ucm
+modprobe oxrdma
 use_provider
 veth_root
 ns_pair
 for round in $(seq 1 "$ROUNDS"); do
 	info "== round $round of $ROUNDS"
-	if ((round % 2)); then order=(oxiwarp siw); else order=(siw oxiwarp); fi
+	order=(oxiwarp oxiwarp_nocrc siw oxiwarp_ns)
+	order=("${order[@]:round % 4}" "${order[@]:0:round % 4}")
 	for sys in "${order[@]}"; do measure "$sys"; done
 	tcp tcp_veth "$NS_B" "$NS_A" "$NS_B_IP4"
 	tcp tcp_lo "" "" "$VETH_B_IP4"
