@@ -356,9 +356,9 @@ impl NetRef {
     /// hard interrupt; no lock needed (so it may be called under locks that the RTNL nests
     /// around, as rdma_cm's listen does).
     pub fn of(dev: &NetDevice) -> Option<NetRef> {
+        // A namespace whose count dropped to zero is not referenced (`maybe_get_net`).
         // SAFETY: the device is allocated (type invariant); the helper reads its namespace
-        // under RCU, which keeps that `struct net` allocated, and `maybe_get_net` fails once
-        // the namespace's count dropped to zero.
+        // under RCU, which keeps that `struct net` allocated for the read.
         let net = unsafe { bindings::oxrdma_dev_get_net(dev.as_raw()) };
         // INVARIANT: a non-NULL result carries a reference.
         NonNull::new(net).map(NetRef)
