@@ -458,6 +458,8 @@ pub enum FrameError {
     NoRoom,
     /// [`Framer::seal`] on a stream with markers (which cannot be framed in place).
     Markers,
+    /// [`Framer::seal_around`] on a stream with CRCs (whose payload it does not see).
+    Crc,
 }
 
 /// The transmit side of a connection's MPA stream in full operation: frames ULPDUs into FPDUs,
@@ -592,6 +594,44 @@ impl Framer {
         }
         self.pos = (self.pos + total as u32) % MARKER_INTERVAL;
         Ok(total)
+    }
+}
+
+impl Framer {
+    /// Frames an FPDU whose ULPDU payload is sent from elsewhere, on a stream without CRCs
+    /// and markers: `head` starts with room for the length field, followed by the ULPDU's
+    /// `hdr_len` header bytes (already written); its `payload_len` payload bytes follow on
+    /// the wire, then `trailer`, which receives the pad and the (zero) CRC field. Writes the
+    /// length field, returns the trailer's length; the stream position moves past the FPDU.
+    pub fn seal_around(
+        &mut self,
+        head: &mut [u8],
+        hdr_len: usize,
+        payload_len: usize,
+        trailer: &mut [u8],
+    ) -> Result<usize, FrameError> {
+        if self.markers {
+            return Err(FrameError::Markers);
+        }
+        if self.crc {
+            return Err(FrameError::Crc);
+        }
+        let ulpdu_len = hdr_len
+            .checked_add(payload_len)
+            .ok_or(FrameError::TooLong)?;
+        let len = u16::try_from(ulpdu_len).map_err(|_| FrameError::TooLong)?;
+        let tail = pad_len(ulpdu_len) + CRC_LEN;
+        if head.len() < LEN_FIELD + hdr_len {
+            return Err(FrameError::NoRoom);
+        }
+        let trailer = trailer.get_mut(..tail).ok_or(FrameError::NoRoom)?;
+        let [hi, lo] = len.to_be_bytes();
+        head[0] = hi;
+        head[1] = lo;
+        trailer.fill(0);
+        let total = self.wire_len(ulpdu_len);
+        self.pos = (self.pos + total as u32) % MARKER_INTERVAL;
+        Ok(tail)
     }
 }
 
@@ -881,6 +921,53 @@ mod tests {
         assert_eq!(f.seal(&mut [0u8; 16], 65536), Err(FrameError::TooLong));
         let mut m = Framer::new(true, true);
         assert_eq!(m.seal(&mut [0u8; 64], 4), Err(FrameError::Markers));
+    }
+
+    #[test]
+    fn seal_around_frames_as_frame_does() {
+        for hdr in [0usize, 14, 18, 28] {
+            for n in [0usize, 1, 2, 3, 4, 5, 4096, 32749] {
+                let h: Vec<u8> = (0..hdr).map(|i| (i * 5 + 1) as u8).collect();
+                let payload: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+                let mut a = Framer::new(false, false);
+                let mut b = a;
+                let mut want = vec![0xAA; hdr + n + 16];
+                let w = a.frame(&[&h, &payload], &mut want).unwrap();
+                let mut head = vec![0xAA; LEN_FIELD + hdr];
+                head[LEN_FIELD..].copy_from_slice(&h);
+                let mut trailer = [0xAAu8; 8];
+                let t = b.seal_around(&mut head, hdr, n, &mut trailer).unwrap();
+                let mut got = head.clone();
+                got.extend_from_slice(&payload);
+                got.extend_from_slice(&trailer[..t]);
+                assert_eq!(got.len(), w, "hdr {hdr} len {n}");
+                assert_eq!(got[..], want[..w], "hdr {hdr} len {n}");
+                assert_eq!(a, b);
+            }
+        }
+        let mut f = Framer::new(false, false);
+        assert_eq!(
+            f.seal_around(&mut [0u8; 4], 4, 0, &mut [0u8; 8]),
+            Err(FrameError::NoRoom)
+        );
+        assert_eq!(
+            f.seal_around(&mut [0u8; 6], 4, 1, &mut [0u8; 4]),
+            Err(FrameError::NoRoom)
+        );
+        assert_eq!(
+            f.seal_around(&mut [0u8; 6], 4, 65532, &mut [0u8; 8]),
+            Err(FrameError::TooLong)
+        );
+        let mut c = Framer::new(true, false);
+        assert_eq!(
+            c.seal_around(&mut [0u8; 6], 4, 0, &mut [0u8; 8]),
+            Err(FrameError::Crc)
+        );
+        let mut m = Framer::new(false, true);
+        assert_eq!(
+            m.seal_around(&mut [0u8; 6], 4, 0, &mut [0u8; 8]),
+            Err(FrameError::Markers)
+        );
     }
 
     /// Removes the markers from a stream framed from position 0, checking each one's
