@@ -116,7 +116,7 @@ impl<T: Wake> TcpEvents for Waker<T> {
     fn data_ready(&self, _input: &mut TcpInput<'_>) {
         T::wake(&self.0);
     }
-    fn write_space(&self) {
+    fn write_space(&self, _acked: u32) {
         T::wake(&self.0);
     }
     fn state_change(&self) {

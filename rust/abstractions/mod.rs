@@ -15,6 +15,7 @@ pub mod ida;
 pub mod kunit;
 pub mod net;
 pub mod packet_type;
+pub mod page_ref;
 pub mod params;
 pub mod random;
 pub mod rdma;

@@ -26,3 +26,11 @@ pub fn iwarp_p2p() -> u32 {
     // SAFETY: reads a module-lifetime static once.
     unsafe { bindings::oxrdma_param_iwarp_p2p() }
 }
+
+/// `iwarp_zcopy`: oxiwarp hands the payload of process memory regions to TCP without copying
+/// it (the socket references the pinned pages), on streams without CRCs and markers. Read at
+/// each segment; writable at any time.
+pub fn iwarp_zcopy() -> bool {
+    // SAFETY: reads a module-lifetime static once.
+    unsafe { bindings::oxrdma_param_iwarp_zcopy() }
+}

@@ -30,9 +30,11 @@
 use super::bindings;
 use super::error::code;
 use super::net::{NetDevice, NetRef};
+use super::page_ref::PageRange;
 use core::ffi::c_void;
 use core::marker::PhantomData;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::alloc::KBox;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -142,8 +144,10 @@ pub trait TcpEvents: Send + Sync + 'static {
     /// Data arrived (or, on a listener, a connection is ready to accept). `input` reads it
     /// here and now, if the events want it so.
     fn data_ready(&self, input: &mut TcpInput<'_>);
-    /// Send buffer space became available.
-    fn write_space(&self);
+    /// Send buffer space became available, or, once the socket's acknowledgements are watched
+    /// ([`TcpSocket::watch_acks`]), the peer acknowledged queued data. `acked` is the sequence
+    /// number of the first byte not acknowledged yet (`snd_una`).
+    fn write_space(&self, acked: u32);
     /// The TCP state changed (connected, reset, closed by the peer).
     fn state_change(&self);
 }
@@ -211,6 +215,8 @@ unsafe extern "C" fn read_chunk<F: FnMut(&[u8]) -> usize>(
 struct Hook<T> {
     events: Arc<T>,
     saved: bindings::oxrdma_sk_saved,
+    /// Every acknowledgement that frees queued data is reported ([`TcpSocket::watch_acks`]).
+    acks: AtomicBool,
 }
 
 /// The installed hook of a watched socket, type-erased.
@@ -222,6 +228,7 @@ struct Hook<T> {
 struct Installed {
     hook: NonNull<c_void>,
     saved: *const bindings::oxrdma_sk_saved,
+    acks: *const AtomicBool,
     free: unsafe fn(NonNull<c_void>),
 }
 
@@ -426,6 +433,68 @@ impl TcpSocket {
         Ok(r as usize)
     }
 
+    /// Sends as much of the page ranges `pages` (in order, 16 at most) as fits now, without blocking and
+    /// without copying them: the socket takes its own references on the pages and sends from
+    /// them until the peer acknowledged the bytes (and again, should TCP retransmit them), so
+    /// whatever changes them before [`TcpSocket::acked`] passes them changes what is sent.
+    /// Pages that cannot be sent that way (slab memory) are copied. `more`: more data follows
+    /// at once. Returns the bytes taken, `EAGAIN` if none fit, or the socket's error.
+    pub fn send_pages<'a>(
+        &self,
+        pages: impl IntoIterator<Item = &'a PageRange>,
+        more: bool,
+    ) -> Result<usize> {
+        const MAX: usize = bindings::OXRDMA_SEND_PAGES_MAX as usize;
+        let mut pieces = [bindings::oxrdma_page_piece::default(); MAX];
+        let mut n = 0;
+        let mut len = 0usize;
+        for r in pages.into_iter().filter(|r| !r.is_empty()) {
+            if n == MAX {
+                return Err(EINVAL);
+            }
+            pieces[n] = r.piece();
+            n += 1;
+            len += r.len();
+        }
+        if len == 0 {
+            return Ok(0);
+        }
+        // SAFETY: the socket is valid (type invariant); each piece names bytes of a page that
+        // `pages` holds a reference on during the call (`PageRange`'s invariants), and the
+        // socket takes its own before the call returns.
+        let r = unsafe {
+            bindings::oxrdma_sock_send_pages(self.sock.as_ptr(), pieces.as_ptr(), n, len, more)
+        };
+        kernel::error::to_result(r.min(0))?;
+        Ok(r as usize)
+    }
+
+    /// The sequence number that follows the last byte queued so far (`write_seq`).
+    pub fn queued_end(&self) -> u32 {
+        // SAFETY: `sk` is valid (type invariant); the helper reads the field once.
+        unsafe { bindings::oxrdma_tcp_write_seq(self.sk()) }
+    }
+
+    /// The sequence number of the first byte the peer has not acknowledged (`snd_una`).
+    pub fn acked(&self) -> u32 {
+        // SAFETY: `sk` is valid (type invariant); the helper reads the field once.
+        unsafe { bindings::oxrdma_tcp_snd_una(self.sk()) }
+    }
+
+    /// From now on, reports every acknowledgement that frees queued data to the watching
+    /// events' [`TcpEvents::write_space`], for the rest of the watch. Without a watch, does
+    /// nothing.
+    pub fn watch_acks(&self) {
+        let Some(inst) = self.installed.as_ref() else {
+            return;
+        };
+        // SAFETY: the hook, and its flag, live while installed (invariant of `Installed`).
+        let acks = unsafe { &*inst.acks };
+        acks.store(true, Ordering::Release);
+        // SAFETY: `sk` is valid (type invariant).
+        unsafe { bindings::oxrdma_sk_set_nospace(self.sk()) };
+    }
+
     /// Receives up to `buf.len()` bytes without blocking: the count, 0 at the end of the
     /// stream (the peer closed), `EAGAIN` if nothing is there, or the socket's error.
     pub fn recv(&self, buf: &mut [u8]) -> Result<usize> {
@@ -474,6 +543,7 @@ impl TcpSocket {
             Hook {
                 events,
                 saved: bindings::oxrdma_sk_saved::default(),
+                acks: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;
@@ -481,6 +551,8 @@ impl TcpSocket {
         // SAFETY: `hook` is a live allocation; its `saved` field is written by the helper,
         // under the callback lock, before any callback can read it.
         let saved = unsafe { core::ptr::addr_of_mut!((*hook).saved) };
+        // SAFETY: `hook` is a live allocation.
+        let acks = unsafe { core::ptr::addr_of!((*hook).acks) };
         // SAFETY: `sk` is valid (type invariant); the callbacks are instantiated for `T`,
         // matching the user data, which stays allocated until `unwatch` has uninstalled it.
         unsafe {
@@ -498,6 +570,7 @@ impl TcpSocket {
             // SAFETY: `KBox::into_raw` never returns NULL.
             hook: unsafe { NonNull::new_unchecked(hook.cast()) },
             saved,
+            acks,
             free: free_hook::<T>,
         });
         Ok(())
@@ -534,24 +607,26 @@ unsafe fn free_hook<T>(p: NonNull<c_void>) {
 }
 
 /// Runs `f` on the hook of `sk`, if it has one, under the callback lock, then the original
-/// callback `orig` picks, after the lock is dropped.
+/// callback `orig` picks, after the lock is dropped. Returns what `f` returned (the default
+/// without a hook).
 ///
 /// # Safety
 ///
 /// `sk` is a valid socket whose user data, when set, is a `Hook<T>` (installed by `watch`).
-unsafe fn with_hook<T: TcpEvents>(
+unsafe fn with_hook<T: TcpEvents, R: Default>(
     sk: *mut bindings::sock,
-    f: impl FnOnce(&T),
+    f: impl FnOnce(&Hook<T>) -> R,
     orig: impl FnOnce(&bindings::oxrdma_sk_saved) -> Option<unsafe extern "C" fn(*mut bindings::sock)>,
-) {
+) -> R {
     // SAFETY: `sk` is valid (function contract); the lock is dropped below.
     let user = unsafe { bindings::oxrdma_sk_user_lock(sk) };
     let mut next = None;
+    let mut r = R::default();
     if !user.is_null() {
         // SAFETY: a set user data is a live `Hook<T>` (contract) while the read lock is held:
         // `unwatch` uninstalls it under the write lock before freeing it.
         let hook = unsafe { &*user.cast::<Hook<T>>() };
-        f(&hook.events);
+        r = f(hook);
         next = orig(&hook.saved);
     }
     // SAFETY: taken above.
@@ -560,6 +635,7 @@ unsafe fn with_hook<T: TcpEvents>(
         // SAFETY: the socket's own earlier callback, called with its socket as it would be.
         unsafe { cb(sk) };
     }
+    r
 }
 
 /// The socket's `sk_data_ready` while watched.
@@ -576,7 +652,7 @@ unsafe extern "C" fn data_ready<T: TcpEvents>(sk: *mut bindings::sock) {
         _held: PhantomData,
     };
     // SAFETY: installed by `watch` for `T` on `sk`, which the stack passes in.
-    unsafe { with_hook::<T>(sk, |e| e.data_ready(&mut input), |s| s.data_ready) };
+    unsafe { with_hook::<T, ()>(sk, |h| h.events.data_ready(&mut input), |s| s.data_ready) };
 }
 
 /// The socket's `sk_write_space` while watched.
@@ -585,8 +661,19 @@ unsafe extern "C" fn data_ready<T: TcpEvents>(sk: *mut bindings::sock) {
 ///
 /// Called by the network stack for a socket `watch` installed it on, for `T`.
 unsafe extern "C" fn write_space<T: TcpEvents>(sk: *mut bindings::sock) {
+    // SAFETY: the stack passes a valid socket.
+    let acked = unsafe { bindings::oxrdma_tcp_snd_una(sk) };
+    let report = |h: &Hook<T>| {
+        h.events.write_space(acked);
+        h.acks.load(Ordering::Acquire)
+    };
     // SAFETY: installed by `watch` for `T` on `sk`, which the stack passes in.
-    unsafe { with_hook::<T>(sk, |e| e.write_space(), |s| s.write_space) };
+    if unsafe { with_hook::<T, bool>(sk, report, |s| s.write_space) } {
+        // The original callback clears `SOCK_NOSPACE` once the socket is writable: set it
+        // again, so that the next acknowledgement is reported too.
+        // SAFETY: the stack passes a valid socket.
+        unsafe { bindings::oxrdma_sk_set_nospace(sk) };
+    }
 }
 
 /// The socket's `sk_state_change` while watched.
@@ -596,5 +683,5 @@ unsafe extern "C" fn write_space<T: TcpEvents>(sk: *mut bindings::sock) {
 /// Called by the network stack for a socket `watch` installed it on, for `T`.
 unsafe extern "C" fn state_change<T: TcpEvents>(sk: *mut bindings::sock) {
     // SAFETY: installed by `watch` for `T` on `sk`, which the stack passes in.
-    unsafe { with_hook::<T>(sk, |e| e.state_change(), |s| s.state_change) };
+    unsafe { with_hook::<T, ()>(sk, |h| h.events.state_change(), |s| s.state_change) };
 }

@@ -186,3 +186,13 @@ u32 oxrdma_param_iwarp_p2p(void)
 {
 	return READ_ONCE(iwarp_p2p);
 }
+
+static bool iwarp_zcopy = true;
+module_param(iwarp_zcopy, bool, 0644);
+MODULE_PARM_DESC(iwarp_zcopy,
+		 "oxiwarp sends the payload of process memory regions without copying it, on streams without CRCs and markers (default: yes)");
+
+bool oxrdma_param_iwarp_zcopy(void)
+{
+	return READ_ONCE(iwarp_zcopy);
+}

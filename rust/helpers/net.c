@@ -2,6 +2,7 @@
 /*
  * C helpers for oxrdma's packet I/O abstractions; see net.h.
  */
+#include <linux/bvec.h>
 #include <linux/igmp.h>
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -366,6 +367,44 @@ int oxrdma_sock_send(struct socket *sock, struct kvec *vec, size_t n, size_t len
 	};
 
 	return kernel_sendmsg(sock, &msg, vec, n, len);
+}
+
+int oxrdma_sock_send_pages(struct socket *sock, const struct oxrdma_page_piece *pieces, size_t n,
+			   size_t len, bool more)
+{
+	struct bio_vec bv[OXRDMA_SEND_PAGES_MAX];
+	struct msghdr msg = {
+		.msg_flags = MSG_SPLICE_PAGES | MSG_DONTWAIT | MSG_NOSIGNAL | (more ? MSG_MORE : 0),
+	};
+	size_t i;
+
+	if (n > OXRDMA_SEND_PAGES_MAX)
+		return -EINVAL;
+	for (i = 0; i < n; i++) {
+		if (!sendpage_ok(pieces[i].page))
+			msg.msg_flags &= ~MSG_SPLICE_PAGES;
+		bvec_set_page(&bv[i], pieces[i].page, pieces[i].len, pieces[i].off);
+	}
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, bv, n, len);
+	return sock_sendmsg(sock, &msg);
+}
+
+u32 oxrdma_tcp_write_seq(struct sock *sk)
+{
+	return READ_ONCE(tcp_sk(sk)->write_seq);
+}
+
+u32 oxrdma_tcp_snd_una(struct sock *sk)
+{
+	return READ_ONCE(tcp_sk(sk)->snd_una);
+}
+
+void oxrdma_sk_set_nospace(struct sock *sk)
+{
+	struct socket *sock = READ_ONCE(sk->sk_socket);
+
+	if (sock)
+		set_bit(SOCK_NOSPACE, &sock->flags);
 }
 
 int oxrdma_sock_recv(struct socket *sock, void *buf, size_t len)

@@ -147,6 +147,28 @@ struct kvec;
 int oxrdma_sock_send(struct socket *sock, struct kvec *vec, size_t n, size_t len, bool more);
 int oxrdma_sock_recv(struct socket *sock, void *buf, size_t len);
 /*
+ * sock_sendmsg() of @n page pieces (@len bytes in all) with MSG_SPLICE_PAGES | MSG_DONTWAIT |
+ * MSG_NOSIGNAL, and MSG_MORE if @more: the socket takes its own references on the pages and
+ * sends from them. If one of them cannot be spliced (!sendpage_ok()), all are copied.
+ */
+struct oxrdma_page_piece {
+	struct page *page;
+	u32 off;
+	u32 len;
+};
+
+#define OXRDMA_SEND_PAGES_MAX 16
+int oxrdma_sock_send_pages(struct socket *sock, const struct oxrdma_page_piece *pieces, size_t n,
+			   size_t len, bool more);
+/* READ_ONCE() of tcp_sk(sk)->write_seq (the sequence after the last byte queued), snd_una. */
+u32 oxrdma_tcp_write_seq(struct sock *sk);
+u32 oxrdma_tcp_snd_una(struct sock *sk);
+/*
+ * Sets SOCK_NOSPACE on the sk's socket, if it has one: TCP calls sk_write_space on the next
+ * ACK that frees queued data.
+ */
+void oxrdma_sk_set_nospace(struct sock *sk);
+/*
  * kernel_accept(..., O_NONBLOCK); kernel_connect(..., O_NONBLOCK) (0 or -EINPROGRESS);
  * kernel_bind(); kernel_getpeername() (@peer) or kernel_getsockname() (returns the length);
  * kernel_sock_shutdown(SHUT_RDWR).

@@ -53,6 +53,16 @@ size_t oxrdma_umem_pages(struct ib_umem *umem, struct page **pages, size_t max)
 	return n;
 }
 
+void oxrdma_get_page(struct page *page)
+{
+	get_page(page);
+}
+
+void oxrdma_put_page(struct page *page)
+{
+	put_page(page);
+}
+
 void oxrdma_page_read(struct page *page, size_t off, void *dst, size_t len)
 {
 	memcpy_from_page(dst, page, off, len);

@@ -25,6 +25,9 @@ size_t oxrdma_umem_num_pages(struct ib_umem *umem);
 size_t oxrdma_umem_offset(struct ib_umem *umem);
 /* for_each_sgtable_page() over the umem: stores up to @max pages, returns the page count. */
 size_t oxrdma_umem_pages(struct ib_umem *umem, struct page **pages, size_t max);
+/* get_page(), put_page() */
+void oxrdma_get_page(struct page *page);
+void oxrdma_put_page(struct page *page);
 /* memcpy_from_page(), memcpy_to_page() */
 void oxrdma_page_read(struct page *page, size_t off, void *dst, size_t len);
 void oxrdma_page_write(struct page *page, size_t off, const void *src, size_t len);

@@ -297,7 +297,7 @@ impl TcpEvents for Waker {
             }
         }
     }
-    fn write_space(&self) {
+    fn write_space(&self, _acked: u32) {
         self.wake();
     }
     fn state_change(&self) {

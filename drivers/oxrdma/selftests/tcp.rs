@@ -25,7 +25,7 @@ impl TcpEvents for Counts {
     fn data_ready(&self, _input: &mut TcpInput<'_>) {
         self.data.fetch_add(1, Ordering::Relaxed);
     }
-    fn write_space(&self) {
+    fn write_space(&self, _acked: u32) {
         self.space.fetch_add(1, Ordering::Relaxed);
     }
     fn state_change(&self) {
@@ -69,7 +69,7 @@ impl TcpEvents for Reader {
             self.closed.store(true, Ordering::Relaxed);
         }
     }
-    fn write_space(&self) {}
+    fn write_space(&self, _acked: u32) {}
     fn state_change(&self) {}
 }
 

@@ -3,7 +3,12 @@
 //!
 //! C: `include/rdma/ib_umem.h`.
 
-use super::super::{bindings, sync::in_task, workqueue};
+use super::super::{
+    bindings,
+    page_ref::{PageRange, PageRef},
+    sync::in_task,
+    workqueue,
+};
 use core::ptr::NonNull;
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
@@ -189,6 +194,24 @@ impl UserMem {
             done += n;
         }
         Ok(())
+    }
+
+    /// Calls `f` with a reference to each page piece of `[off, off + len)`, in order: for a
+    /// socket to send those bytes from the pages themselves.
+    pub fn page_ranges(
+        &self,
+        off: usize,
+        len: usize,
+        mut f: impl FnMut(PageRange),
+    ) -> Result<(), AccessError> {
+        self.for_each_piece(off, len, |p, in_page, _, n| {
+            // SAFETY: `p` is pinned while `self` lives (type invariant), so it is referenced
+            // during the call.
+            let page = unsafe { PageRef::get(p.0) };
+            if let Some(r) = PageRange::new(page, in_page, n) {
+                f(r);
+            }
+        })
     }
 
     /// Copies `dst.len()` bytes at offset `off` of the range into `dst`.
