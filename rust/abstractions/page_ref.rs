@@ -11,7 +11,9 @@
 
 use super::bindings;
 use core::ptr::NonNull;
-use kernel::page::PAGE_SIZE;
+use kernel::alloc::flags::{__GFP_ZERO, GFP_KERNEL};
+use kernel::page::{Page, PAGE_SIZE};
+use kernel::prelude::*;
 
 /// One reference to a page.
 ///
@@ -37,6 +39,27 @@ impl PageRef {
         unsafe { bindings::oxrdma_get_page(page.as_ptr()) };
         // INVARIANT: the reference taken above.
         Self(page)
+    }
+
+    /// A new zeroed page, of which this is the only reference (process context).
+    pub fn alloc_zeroed() -> Result<Self> {
+        let page = Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?;
+        let ptr = NonNull::new(page.as_ptr().cast::<bindings::page>()).ok_or(ENOMEM)?;
+        // INVARIANT: the allocation's reference, which `page` would have dropped, is this
+        // value's from now on.
+        core::mem::forget(page);
+        Ok(Self(ptr))
+    }
+
+    /// Copies `src` to byte `off` of the page.
+    pub fn write(&self, off: usize, src: &[u8]) -> Result {
+        if off.checked_add(src.len()).map_or(true, |e| e > PAGE_SIZE) {
+            return Err(EINVAL);
+        }
+        // SAFETY: the page is referenced (type invariant); `off + src.len() <= PAGE_SIZE`;
+        // `src` is valid for reads of its length during the call.
+        unsafe { bindings::oxrdma_page_write(self.as_ptr(), off, src.as_ptr().cast(), src.len()) };
+        Ok(())
     }
 
     pub(crate) fn as_ptr(&self) -> *mut bindings::page {

@@ -7,6 +7,7 @@ use crate::kunit_suite;
 use crate::ox::error::code;
 use crate::ox::kunit::{msleep, Test};
 use crate::ox::net::{NetDevice, NetNs, NetRef};
+use crate::ox::page_ref::{PageRange, PageRef};
 use crate::ox::tcp::{SockAddr, TcpEvents, TcpInput, TcpSocket, TcpState};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::c_str;
@@ -70,6 +71,22 @@ impl TcpEvents for Reader {
         }
     }
     fn write_space(&self, _acked: u32) {}
+    fn state_change(&self) {}
+}
+
+/// Records the acknowledgements its `write_space` callback reports.
+#[derive(Default)]
+struct Acks {
+    calls: AtomicUsize,
+    acked: AtomicU64,
+}
+
+impl TcpEvents for Acks {
+    fn data_ready(&self, _input: &mut TcpInput<'_>) {}
+    fn write_space(&self, acked: u32) {
+        self.acked.store(u64::from(acked), Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
     fn state_change(&self) {}
 }
 
@@ -335,6 +352,83 @@ fn tcp_read_in_place(t: &mut Test) {
     t.expect(s.input_closed(), "input closed");
 }
 
+/// Bytes sent from a page the socket references ([`TcpSocket::send_pages`]) arrive as they
+/// are in the page; the stream's end moves by their count; once acknowledgements are watched,
+/// each one that frees sent data reaches `write_space` with the acknowledged sequence.
+fn tcp_send_pages(t: &mut Test) {
+    let addr = SockAddr::V4 {
+        ip: [127, 0, 0, 1],
+        port: 0,
+    };
+    let (Some(net), Ok(lev), Ok(rd), Ok(acks)) = (
+        init_ns(),
+        counts(),
+        Arc::new(Reader::default(), GFP_KERNEL),
+        Arc::new(Acks::default(), GFP_KERNEL),
+    ) else {
+        return t.fail(format_args!("setup"));
+    };
+    let (l, bound) = match listener(&net, addr, &lev) {
+        Ok(x) => x,
+        Err(e) => return t.fail(format_args!("listen: {e:?}")),
+    };
+    let Some((mut c, mut s)) = pair(t, &net, &l, bound) else {
+        return;
+    };
+    if s.watch(rd.clone()).is_err() || c.watch(acks.clone()).is_err() {
+        return t.fail(format_args!("watch"));
+    }
+    let Ok(page) = PageRef::alloc_zeroed() else {
+        return t.fail(format_args!("page"));
+    };
+    let mut pattern = [0u8; 3000];
+    for (i, b) in pattern.iter_mut().enumerate() {
+        *b = (i * 7 + 3) as u8;
+    }
+    t.expect(page.write(100, &pattern).is_ok(), "page written");
+    t.expect(
+        page.write(4000, &pattern).is_err(),
+        "a write past the page refused",
+    );
+    let (Some(a), Some(b)) = (
+        PageRange::new(page.clone(), 100, 1000),
+        PageRange::new(page.clone(), 1100, 2000),
+    ) else {
+        return t.fail(format_args!("ranges"));
+    };
+    t.expect(
+        PageRange::new(page.clone(), 4000, 97).is_none(),
+        "a range past the page",
+    );
+    c.watch_acks();
+    let start = c.queued_end();
+    t.expect_eq(c.send_pages([&a, &b], false).ok(), Some(3000));
+    let end = c.queued_end();
+    t.expect_eq(end.wrapping_sub(start), 3000);
+    t.expect(
+        wait_for(|| rd.len.load(Ordering::Relaxed) == 3000),
+        "3000 bytes received",
+    );
+    t.expect_eq(rd.sum.load(Ordering::Relaxed), weighted(&pattern));
+    t.expect(
+        wait_for(|| c.acked() == end),
+        "the peer acknowledged the stream's end",
+    );
+    t.expect(
+        wait_for(|| acks.acked.load(Ordering::Relaxed) == u64::from(end)),
+        "write_space reported the acknowledgement",
+    );
+    // Watched for good: the next acknowledgement is reported too.
+    let calls = acks.calls.load(Ordering::Relaxed);
+    t.expect_eq(c.send_pages([&a], false).ok(), Some(1000));
+    let end = c.queued_end();
+    t.expect(
+        wait_for(|| acks.acked.load(Ordering::Relaxed) == u64::from(end)),
+        "and the next one",
+    );
+    t.expect(acks.calls.load(Ordering::Relaxed) > calls, "another call");
+}
+
 kunit_suite!(
     tcp_suite,
     "oxrdma_tcp",
@@ -342,6 +436,7 @@ kunit_suite!(
         tcp_loopback_v4,
         tcp_loopback_v6,
         tcp_connect_refused,
-        tcp_read_in_place
+        tcp_read_in_place,
+        tcp_send_pages
     ]
 );
