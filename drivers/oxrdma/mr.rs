@@ -12,6 +12,7 @@
 //! REG_MR work request binds it to a key (the table's index with the user's low byte), rights,
 //! an address and a length; LOCAL_INV or a SEND with invalidate makes it invalid again.
 
+use crate::ox::page_ref::PageRange;
 use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
 use crate::ox::rdma::umem::{AccessError, UserMem};
 use crate::ox::rdma::verbs::access;
@@ -223,6 +224,27 @@ impl Mr {
         let s = self.st.lock();
         let off = self.offset(&s, a, Op::Read, at, dst.len() as u64)?;
         mem(&s)?.read(off, dst).map_err(|_| MrError::Fault)
+    }
+
+    /// Calls `f` with a reference to each page piece of the `n` bytes at byte `at` of the
+    /// access `a` (checked for reading), for a socket to send from: `Ok(false)` (and no call)
+    /// if the MR is not process memory, whose pages can be referenced that way.
+    pub(crate) fn page_ranges(
+        &self,
+        a: &Access,
+        at: u64,
+        n: usize,
+        f: impl FnMut(PageRange),
+    ) -> Result<bool, MrError> {
+        let s = self.st.lock();
+        let off = self.offset(&s, a, Op::Read, at, n as u64)?;
+        match mem(&s)? {
+            MrMem::User(m) => m
+                .page_ranges(off, n, f)
+                .map(|()| true)
+                .map_err(|_| MrError::Fault),
+            _ => Ok(false),
+        }
     }
 
     /// Copies `src` to byte `at` of the access `a`.

@@ -27,10 +27,11 @@ pub fn iwarp_p2p() -> u32 {
     unsafe { bindings::oxrdma_param_iwarp_p2p() }
 }
 
-/// `iwarp_zcopy`: oxiwarp hands the payload of process memory regions to TCP without copying
-/// it (the socket references the pinned pages), on streams without CRCs and markers. Read at
-/// each segment; writable at any time.
-pub fn iwarp_zcopy() -> bool {
+/// `iwarp_zcopy`: oxiwarp hands payload of process memory regions to TCP without copying it
+/// (the socket references the pinned pages), on streams without CRCs and markers, for the
+/// messages of this bitmask (1: RDMA read responses, 2: sends and RDMA writes). Read at each
+/// segment; writable at any time.
+pub fn iwarp_zcopy() -> u32 {
     // SAFETY: reads a module-lifetime static once.
     unsafe { bindings::oxrdma_param_iwarp_zcopy() }
 }

@@ -187,12 +187,12 @@ u32 oxrdma_param_iwarp_p2p(void)
 	return READ_ONCE(iwarp_p2p);
 }
 
-static bool iwarp_zcopy = true;
-module_param(iwarp_zcopy, bool, 0644);
+static uint iwarp_zcopy = 1;
+module_param(iwarp_zcopy, uint, 0644);
 MODULE_PARM_DESC(iwarp_zcopy,
-		 "oxiwarp sends the payload of process memory regions without copying it, on streams without CRCs and markers (default: yes)");
+		 "oxiwarp sends payload of process memory regions without copying it, on streams without CRCs and markers: 1 RDMA read responses, 2 sends and RDMA writes, 3 both (default: 1)");
 
-bool oxrdma_param_iwarp_zcopy(void)
+u32 oxrdma_param_iwarp_zcopy(void)
 {
 	return READ_ONCE(iwarp_zcopy);
 }

@@ -77,6 +77,6 @@ void oxrdma_ida_init(struct ida *ida);
 bool oxrdma_param_iwarp_markers(void);
 bool oxrdma_param_iwarp_crc(void);
 u32 oxrdma_param_iwarp_p2p(void);
-bool oxrdma_param_iwarp_zcopy(void);
+u32 oxrdma_param_iwarp_zcopy(void);
 
 #endif

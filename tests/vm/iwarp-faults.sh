@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # oxiwarp when the network misbehaves, between two namespaces. Under netem loss, reordering and
 # delay on both veth ends, TCP recovers and every byte arrives right: rping's data check with
-# 4000- and 65000-byte messages (RDMA READs and WRITEs of many segments). (perftest is not run
+# 4000- and 65000-byte messages (RDMA READs and WRITEs of many segments), with CRCs and,
+# at MTU 9000, without (payload then sent from the process's pages: SEND buffers overwritten
+# as soon as they complete never reach the peer). (perftest is not run
 # there: its closing handshake races with the peer's disconnect, which on iWARP, siw's too,
 # flushes the QP.) The peer's link going down in the middle of a run ends the connection within
 # the dead-peer timeout (30 s of unacknowledged data, or keepalive): both sides see their QP
@@ -50,6 +52,28 @@ cm_pair "$NS_B" "$NS_A" 7174 240 rping -p 7174 -s -a "$NS_B_IP4" -v -C 20 -S 650
 	rping -p 7174 -c -a "$NS_B_IP4" -v -C 20 -S 65000
 check_rping "netem rping 65000 server" "$PAIR_SERVER_OUT" 20
 check_rping "netem rping 65000 client" "$PAIR_CLIENT_OUT" 20
+# Without CRCs, FPDUs with 4 KiB of payload or more (MTU 9000: 8.9 KiB) leave without a copy:
+# TCP sends (and resends) their payload from the process's pages, and a SEND completes only
+# once the peer acknowledged it, so a buffer overwritten the moment its completion arrives is
+# never what reaches the peer.
+info "netem, MTU 9000, streams without CRCs: payload sent from the pages themselves"
+expect_ok ip netns exec "$NS_A" ip link set "$NS_A_DEV" mtu 9000
+expect_ok ip netns exec "$NS_B" ip link set "$NS_B_DEV" mtu 9000
+echo N >/sys/module/oxrdma/parameters/iwarp_crc
+echo 3 >/sys/module/oxrdma/parameters/iwarp_zcopy
+cm_pair "$NS_B" "$NS_A" 7174 240 rping -p 7174 -s -a "$NS_B_IP4" -v -C 20 -S 65000 -- \
+	rping -p 7174 -c -a "$NS_B_IP4" -v -C 20 -S 65000
+check_rping "netem zero-copy rping server" "$PAIR_SERVER_OUT" 20
+check_rping "netem zero-copy rping client" "$PAIR_CLIENT_OUT" 20
+cm_pair "$NS_B" "$NS_A" 7472 240 \
+	python3 "$OX_ROOT/tests/vm/iwarp/reuse-after-send.py" server "$NS_B_IP4" 7472 40 65536 -- \
+	python3 "$OX_ROOT/tests/vm/iwarp/reuse-after-send.py" client "$NS_B_IP4" 7472 40 65536
+expect_match "$PAIR_SERVER_OUT" '^server: ok 40$' "reused send buffers: every message right"
+expect_match "$PAIR_CLIENT_OUT" '^client: ok 40$' "reused send buffers: every send completed"
+echo Y >/sys/module/oxrdma/parameters/iwarp_crc
+echo 1 >/sys/module/oxrdma/parameters/iwarp_zcopy
+expect_ok ip netns exec "$NS_A" ip link set "$NS_A_DEV" mtu 1500
+expect_ok ip netns exec "$NS_B" ip link set "$NS_B_DEV" mtu 1500
 expect_ok ip netns exec "$NS_A" tc qdisc del dev "$NS_A_DEV" root
 expect_ok ip netns exec "$NS_B" tc qdisc del dev "$NS_B_DEV" root
 nothing_left "after netem"

@@ -15,12 +15,17 @@
 //! posted right there. What needs the transmit side (an RDMA READ to answer, a freed READ
 //! credit, the end of the connection) queues the work item.
 //!
-//! One run of [`QpInner::iw_run`] frames what can be sent into the transmit buffer and hands
-//! it to the socket until the socket is full (its `write_space` callback queues the work item
-//! again), and ends the connection when it must.
+//! One run of [`QpInner::iw_run`] plans what can be sent ([`plan::TxPlan`]: FPDUs framed
+//! into the transmit buffer, or, on streams without CRCs and markers, their headers there and
+//! their payload left in the pages of process memory regions, which the socket references
+//! and sends from) and hands it to the socket until the socket is full (its `write_space`
+//! callback queues the work item again), and ends the connection when it must.
 //!
 //! Completions: a SEND or RDMA WRITE completes once its last byte is in the socket (as siw's
-//! do), an RDMA READ once its last response byte is placed; in posting order.
+//! do) or, when payload left without a copy, once the peer acknowledged it (until then TCP
+//! may send those pages again, and the process must not reuse them: the socket's
+//! acknowledgements are watched from the first such payload on); an RDMA READ once its last
+//! response byte is placed; in posting order.
 //!
 //! The end of a connection: the peer closing (end of stream) reports `Disconnect`; any error
 //! (a TERMINATE received or sent, the socket's error, the QP moved to the error state) aborts
@@ -29,6 +34,7 @@
 
 use super::*;
 use crate::ox::error::code;
+use crate::ox::params;
 use crate::ox::rdma::iwcm::{CmId, Event as CmEvent, EventKind};
 use crate::ox::tcp::{TcpEvents, TcpInput, TcpSocket};
 use crate::tx::KernelCrc32c;
@@ -39,7 +45,11 @@ use crate::wire::iwarp::ddp::{
 };
 use crate::wire::iwarp::mpa::{Framer, Rtr, CRC_LEN, LEN_FIELD, MARKER_LEN};
 use crate::wire::iwarp::stream::{Deframer, Event};
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::types::ARef;
+use plan::{PageList, TxPlan, ITEMS_PER_FPDU};
+
+mod plan;
 
 /// Bytes the transmit buffer holds (several FPDUs handed to the socket at once).
 const TX_BUF: usize = 64 * 1024;
@@ -49,6 +59,13 @@ const MAX_MULPDU: u16 = 32 * 1024;
 const _: () = assert!(TX_BUF >= 2 * MAX_MULPDU as usize);
 /// Transmit buffer fills of one run.
 const TX_PASSES: u32 = 16;
+/// The smallest FPDU payload sent without a copy (smaller ones cost less copied).
+const ZC_MIN: usize = 4096;
+/// `iwarp_zcopy` bits: RDMA READ responses, SENDs and RDMA WRITEs.
+const ZC_READ_RESPONSES: u32 = 1;
+const ZC_SEND_QUEUE: u32 = 2;
+/// Groups of completions waiting for acknowledgements a QP tracks (more are merged).
+const ACK_WAITS: usize = 16;
 /// Inbound RDMA READs a QP answers at once at most (its IRD).
 pub(crate) const MAX_IRD: u16 = 128;
 
@@ -85,11 +102,11 @@ pub(crate) struct IwParams {
 pub(crate) struct IwIo {
     sock: TcpSocket,
     cm: ARef<CmId>,
-    /// Framed bytes: `tx[tx_at..tx_len]` are not in the socket yet.
-    tx: KVec<u8>,
-    tx_len: usize,
-    tx_at: usize,
-    /// Payload gathered for the segment being framed.
+    /// What goes to the socket next.
+    plan: TxPlan,
+    /// The socket's events (and whether the run waits for send space).
+    waker: Arc<Waker>,
+    /// Payload gathered for the segment being framed (streams with markers).
     scratch: KVec<u8>,
     /// The peer closed its direction.
     eof: bool,
@@ -145,6 +162,28 @@ impl<T: Copy + Default> Fifo<T> {
     fn clear(&mut self) {
         self.len = 0;
     }
+
+    fn back_mut(&mut self) -> Option<&mut T> {
+        let cap = self.buf.len();
+        if self.len == 0 {
+            return None;
+        }
+        self.buf.get_mut((self.head + self.len - 1) % cap)
+    }
+}
+
+/// Operations (bits `seq % REQ_WQES`) whose bytes are in the socket and which complete once
+/// the peer acknowledged the stream up to `end` (a TCP sequence number).
+#[derive(Clone, Copy, Default)]
+struct AckWait {
+    end: u32,
+    bits: u128,
+}
+
+/// Whether the peer acknowledged the stream up to `end`, `acked` being its first byte not
+/// acknowledged (TCP sequence numbers, modulo 2^32).
+fn acked_up_to(acked: u32, end: u32) -> bool {
+    acked.wrapping_sub(end) as i32 >= 0
 }
 
 /// The inbound RDMA READ being answered.
@@ -198,6 +237,11 @@ pub(crate) struct IwProto {
     finished: u128,
     /// Operations framed whose bytes must reach the socket before they complete.
     unflushed: u128,
+    /// The end (TCP sequence) of the last payload sent from pages, until acknowledged: what
+    /// completes before then waits for acknowledgements.
+    zc_end: Option<u32>,
+    /// Completions waiting for acknowledgements, oldest first.
+    acks_wait: Fifo<AckWait>,
     /// Outbound message sequence numbers (last used) of the send and read request queues.
     send_msn: u32,
     read_msn: u32,
@@ -242,6 +286,8 @@ impl IwProto {
             tx_msg: None,
             finished: 0,
             unflushed: 0,
+            zc_end: None,
+            acks_wait: Fifo::new(ACK_WAITS)?,
             send_msn: 0,
             read_msn: 0,
             reads_out: Fifo::new(MAX_RD_ATOMIC)?,
@@ -276,6 +322,9 @@ fn bit(seq: u64) -> u128 {
 struct Waker {
     dev: Arc<RoceDev>,
     qpn: u32,
+    /// A run is about to find the socket full, or found it so: the next send space runs the
+    /// QP again.
+    blocked: AtomicBool,
 }
 
 impl Waker {
@@ -297,8 +346,13 @@ impl TcpEvents for Waker {
             }
         }
     }
-    fn write_space(&self, _acked: u32) {
-        self.wake();
+    fn write_space(&self, acked: u32) {
+        if let Some(qp) = self.dev.qp(self.qpn) {
+            qp.iw_acked_now(acked);
+            if self.blocked.swap(false, Ordering::AcqRel) {
+                qp.kick();
+            }
+        }
     }
     fn state_change(&self) {
         self.wake();
@@ -333,12 +387,13 @@ impl QpInner {
         }
         let mulpdu = p.mulpdu.min(MAX_MULPDU);
         let proto = KBox::new(IwProto::new(p, mulpdu, self.dev.crc32c)?, GFP_KERNEL)?;
-        let tx = KVec::from_elem(0u8, TX_BUF, GFP_KERNEL)?;
+        let plan = TxPlan::new(TX_BUF)?;
         let scratch = KVec::from_elem(0u8, usize::from(mulpdu), GFP_KERNEL)?;
         let waker = Arc::new(
             Waker {
                 dev: self.dev.clone(),
                 qpn: self.qpn,
+                blocked: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?;
@@ -354,7 +409,7 @@ impl QpInner {
             st.state = St::Rts;
             st.iw = Some(proto);
         }
-        let attached = sock.watch(waker).and_then(|()| report(&cm));
+        let attached = sock.watch(waker.clone()).and_then(|()| report(&cm));
         if let Err(e) = attached {
             let mut st = self.st.lock();
             st.iw = None;
@@ -364,9 +419,8 @@ impl QpInner {
         *io = Some(IwIo {
             sock,
             cm,
-            tx,
-            tx_len: 0,
-            tx_at: 0,
+            plan,
+            waker,
             scratch,
             eof: false,
             disconnected: false,
@@ -491,31 +545,37 @@ impl QpInner {
         io.eof = io.eof || io.sock.input_closed();
         // Transmit.
         let mut fills = 0;
-        while !sock_err {
-            if io.tx_at < io.tx_len {
-                match io.sock.send(&[&io.tx[io.tx_at..io.tx_len]], false) {
-                    Ok(n) => io.tx_at += n,
-                    Err(e) if e == EAGAIN => break,
+        loop {
+            if !io.plan.is_sent() {
+                // Set before trying: send space that frees up once the socket refused
+                // (whenever that is) finds it set, and runs the QP again.
+                io.waker.blocked.store(true, Ordering::Release);
+                match io.plan.send(&io.sock) {
+                    Ok(true) => io.waker.blocked.store(false, Ordering::Relaxed),
+                    Ok(false) => break,
                     Err(_) => {
                         sock_err = true;
                         break;
                     }
                 }
-                if io.tx_at < io.tx_len {
-                    continue;
-                }
             }
-            io.tx_len = 0;
-            io.tx_at = 0;
+            let pages = io.plan.had_pages();
+            io.plan.reset();
             fills += 1;
             if fills > TX_PASSES {
                 again = true;
                 break;
             }
             let mut st = self.st.lock();
-            self.iw_flushed(&mut st);
-            io.tx_len = self.iw_fill(&mut st, &mut io.tx, &mut io.scratch);
-            if io.tx_len == 0 {
+            if self.iw_flushed(&mut st, pages, io.sock.queued_end()) {
+                // Acknowledgements that came before they were watched are seen here.
+                io.sock.watch_acks();
+                self.iw_acked(&mut st, io.sock.acked());
+            }
+            self.iw_fill(&mut st, &mut io.plan, &mut io.scratch);
+            if io.plan.is_sent() {
+                // Nothing to send: what finished without sending completes now.
+                self.iw_complete(&mut st);
                 break;
             }
         }
@@ -525,7 +585,7 @@ impl QpInner {
         let Some(iw) = st.iw.as_mut() else {
             return;
         };
-        let graceful = sqd && io.tx_len == 0 && iw.tx_msg.is_none();
+        let graceful = sqd && io.plan.is_sent() && iw.tx_msg.is_none() && iw.acks_wait.is_empty();
         let abort = iw.abort || sock_err || io.sock.error().is_some();
         // Events go to the iw_cm with the QP's lock dropped: its handler takes the
         // identifier's lock, which must not nest inside a lock softirqs take.
@@ -569,13 +629,68 @@ impl QpInner {
         }
     }
 
-    /// The transmit buffer reached the socket: what was framed into it may complete.
-    fn iw_flushed(&self, st: &mut QpState) {
+    /// The plan reached the socket, whose stream now ends at `end` (`pages`: some of its
+    /// payload left without a copy): what was framed into it completes, now or once the peer
+    /// acknowledged `end`. Returns whether completions wait for acknowledgements.
+    fn iw_flushed(&self, st: &mut QpState, pages: bool, end: u32) -> bool {
+        let mut waits = false;
         if let Some(iw) = st.iw.as_mut() {
-            iw.finished |= iw.unflushed;
-            iw.unflushed = 0;
+            if pages {
+                iw.zc_end = Some(end);
+            }
+            let bits = core::mem::take(&mut iw.unflushed);
+            if bits != 0 && iw.zc_end.is_some() {
+                let w = AckWait { end, bits };
+                if !iw.acks_wait.push(w) {
+                    // Full: the newest group waits for this end too (later, so still right).
+                    if let Some(last) = iw.acks_wait.back_mut() {
+                        last.end = end;
+                        last.bits |= bits;
+                    }
+                }
+            } else {
+                iw.finished |= bits;
+            }
+            waits = iw.zc_end.is_some();
         }
         self.iw_complete(st);
+        waits
+    }
+
+    /// The peer acknowledged the stream up to `acked`: what waited for that completes.
+    fn iw_acked(&self, st: &mut QpState, acked: u32) {
+        let Some(iw) = st.iw.as_mut() else { return };
+        if iw.zc_end.is_some_and(|e| acked_up_to(acked, e)) {
+            iw.zc_end = None;
+        }
+        let mut any = false;
+        while let Some(w) = iw.acks_wait.front() {
+            if !acked_up_to(acked, w.end) {
+                break;
+            }
+            iw.finished |= w.bits;
+            iw.acks_wait.pop();
+            any = true;
+        }
+        if any {
+            self.iw_complete(st);
+        }
+    }
+
+    /// [`QpInner::iw_acked`] from the socket's callback (softirq): a graceful close that
+    /// waited for the last acknowledgement runs the QP.
+    fn iw_acked_now(self: &Arc<Self>, acked: u32) {
+        let mut st = self.st.lock();
+        let Some(iw) = st.iw.as_ref() else { return };
+        if iw.acks_wait.is_empty() && iw.zc_end.is_none() {
+            return;
+        }
+        self.iw_acked(&mut st, acked);
+        let close = st.state == St::Sqd && st.iw.as_ref().is_some_and(|i| i.acks_wait.is_empty());
+        drop(st);
+        if close {
+            self.kick();
+        }
     }
 
     /// Completes the finished operations, oldest first, up to the first unfinished one.
@@ -639,6 +754,8 @@ impl QpInner {
             iw.tx_msg = None;
             iw.finished = 0;
             iw.unflushed = 0;
+            iw.zc_end = None;
+            iw.acks_wait.clear();
             iw.reads_out.clear();
             iw.responding = None;
             iw.in_reads.clear();
@@ -756,56 +873,50 @@ impl QpInner {
         Ok(())
     }
 
-    /// Frames what can be sent into `tx` (empty; gathering payload in `scratch`): READ
-    /// responses first, then the send queue's operations in order. Returns the bytes framed.
-    fn iw_fill(&self, st: &mut QpState, tx: &mut [u8], scratch: &mut [u8]) -> usize {
-        let mut len = 0;
+    /// Plans what can be sent into `plan` (empty; gathering payload in `scratch`): READ
+    /// responses first, then the send queue's operations in order.
+    fn iw_fill(&self, st: &mut QpState, plan: &mut TxPlan, scratch: &mut [u8]) {
         if !matches!(st.state, St::Rts | St::Sqd) {
-            return 0;
+            return;
         }
-        let Some(iw) = st.iw.as_mut() else { return 0 };
+        let Some(iw) = st.iw.as_mut() else { return };
         // Peer-to-peer mode: a responder sends nothing before the initiator's
         // ready-to-receive message (what is posted meanwhile waits in the ring; its arrival
         // runs the QP), an initiator sends that message first.
         if iw.rtr_wait.is_some() {
-            return 0;
+            return;
         }
         if let Some(r) = iw.rtr_send.take() {
-            match Self::iw_rtr(iw, r, tx) {
-                Ok(n) => len = n,
-                Err(t) => {
-                    self.iw_fail(st, t);
-                    return 0;
-                }
+            if let Err(t) = Self::iw_rtr(iw, r, plan) {
+                self.iw_fail(st, t);
+                return;
             }
         }
         if st.state == St::Rts {
             self.sq.set_busy();
             if let Err(f) = self.iw_take(st) {
                 self.ring_fault(st, f);
-                return 0;
+                return;
             }
         }
         loop {
-            let Some(iw) = st.iw.as_ref() else { return len };
-            let room = tx.len() - len;
+            let Some(iw) = st.iw.as_ref() else { return };
             // The largest FPDU a ULPDU of `mulpdu` bytes makes (pad, CRC, markers).
             let worst = LEN_FIELD
                 + usize::from(iw.mulpdu)
                 + 3
                 + CRC_LEN
                 + MARKER_LEN * (usize::from(iw.mulpdu) / 508 + 2);
-            if room < worst {
-                return len;
+            if plan.room() < worst || plan.slots() < ITEMS_PER_FPDU {
+                return;
             }
-            let out = &mut tx[len..];
             let built = if iw.responding.is_some() || !iw.in_reads.is_empty() {
-                self.iw_respond(st, out, scratch)
+                self.iw_respond(st, plan, scratch)
             } else {
-                self.iw_send_op(st, out, scratch)
+                self.iw_send_op(st, plan, scratch)
             };
             match built {
-                Ok(Some(n)) => len += n,
+                Ok(Some(_)) => {}
                 Ok(None) => {
                     // Nothing to send from what was taken: take what the process posted
                     // meanwhile. With the ring empty, the process rings the doorbell again
@@ -817,7 +928,7 @@ impl QpInner {
                     let before = st.next_seq;
                     if let Err(f) = self.iw_take(st) {
                         self.ring_fault(st, f);
-                        return len;
+                        return;
                     }
                     if st.next_seq == before {
                         // The operation slots are full, or the work waits (READ credits, a
@@ -827,11 +938,10 @@ impl QpInner {
                 }
                 Err(t) => {
                     self.iw_fail(st, t);
-                    return len;
+                    return;
                 }
             }
         }
-        len
     }
 
     /// Whether the SQ ring is empty; if so, the busy mark is cleared (and the ring checked
@@ -849,50 +959,83 @@ impl QpInner {
     }
 
     /// Frames the segment `seg` with `n` bytes of payload that `fill` writes (returning
-    /// whether it could) at the start of `out`: in place, when the stream has no markers,
-    /// else through `scratch`. The FPDU's length; `None` if `fill` failed (nothing framed);
-    /// a TERMINATE code if it cannot be framed (which the caller's room check rules out).
+    /// whether it could) into `plan`: in place, when the stream has no markers, else through
+    /// `scratch`. The FPDU's length; `None` if `fill` failed (nothing framed); a TERMINATE
+    /// code if it cannot be framed (which the caller's room check rules out).
     fn iw_build(
         iw: &mut IwProto,
         seg: &Segment,
         n: usize,
-        out: &mut [u8],
+        plan: &mut TxPlan,
         scratch: &mut [u8],
         fill: impl FnOnce(&mut [u8]) -> bool,
     ) -> Result<Option<usize>, Option<TermCode>> {
-        const BROKEN: Option<TermCode> = Some(TermCode::RDMAP_CATASTROPHIC_STREAM);
         let mut hdr = [0u8; ddp::MAX_HDR_LEN];
         let h = seg.write(&mut hdr).ok_or(BROKEN)?;
-        if iw.framer.markers() {
+        let out = plan.tail();
+        let len = if iw.framer.markers() {
             let payload = scratch.get_mut(..n).ok_or(BROKEN)?;
             if !fill(payload) {
                 return Ok(None);
             }
             let crc = iw.crc;
-            return iw
-                .framer
+            iw.framer
                 .frame_with(&crc, &[&hdr[..h], payload], out)
-                .map(Some)
-                .map_err(|_| BROKEN);
-        }
-        let body = out.get_mut(LEN_FIELD..LEN_FIELD + h + n).ok_or(BROKEN)?;
-        let (head, payload) = body.split_at_mut(h);
-        for (d, b) in head.iter_mut().zip(&hdr) {
-            *d = *b;
-        }
-        if !fill(payload) {
+                .map_err(|_| BROKEN)?
+        } else {
+            let body = out.get_mut(LEN_FIELD..LEN_FIELD + h + n).ok_or(BROKEN)?;
+            let (head, payload) = body.split_at_mut(h);
+            for (d, b) in head.iter_mut().zip(&hdr) {
+                *d = *b;
+            }
+            if !fill(payload) {
+                return Ok(None);
+            }
+            let crc = iw.crc;
+            iw.framer.seal_with(&crc, out, h + n).map_err(|_| BROKEN)?
+        };
+        commit(plan, len).map(Some)
+    }
+
+    /// Frames the segment `seg` into `plan` with its `n` bytes of payload left where they
+    /// are, in the page pieces `collect` gathers (returning whether it could): only on
+    /// streams without CRCs and markers, for payloads of [`ZC_MIN`] bytes or more, and
+    /// messages of a kind (`ZC_*`) the module parameter `iwarp_zcopy` names. The FPDU's
+    /// length; `None` if not framed that way (to be copied instead).
+    fn iw_build_pages(
+        iw: &mut IwProto,
+        kind: u32,
+        seg: &Segment,
+        n: usize,
+        plan: &mut TxPlan,
+        collect: impl FnOnce(&mut PageList) -> bool,
+    ) -> Result<Option<usize>, Option<TermCode>> {
+        if n < ZC_MIN || iw.framer.crc() || iw.framer.markers() || params::iwarp_zcopy() & kind == 0
+        {
             return Ok(None);
         }
-        let crc = iw.crc;
-        iw.framer
-            .seal_with(&crc, out, h + n)
-            .map(Some)
-            .map_err(|_| BROKEN)
+        let mut pages = PageList::new();
+        if !collect(&mut pages) {
+            return Ok(None);
+        }
+        let mut head = [0u8; LEN_FIELD + ddp::MAX_HDR_LEN];
+        let h = seg.write(&mut head[LEN_FIELD..]).ok_or(BROKEN)?;
+        let mut trailer = [0u8; 3 + CRC_LEN];
+        let t = iw
+            .framer
+            .seal_around(&mut head, h, n, &mut trailer)
+            .map_err(|_| BROKEN)?;
+        put(plan, &head[..LEN_FIELD + h])?;
+        if !pages.move_to(plan) {
+            return Err(BROKEN);
+        }
+        put(plan, &trailer[..t])?;
+        Ok(Some(LEN_FIELD + h + n + t))
     }
 
     /// Frames the ready-to-receive message `r` of an initiator in peer-to-peer mode at the
     /// start of `out`: a zero-length RDMA WRITE (STag 0) or READ (of 0 bytes, STags 0).
-    fn iw_rtr(iw: &mut IwProto, r: Rtr, out: &mut [u8]) -> Result<usize, Option<TermCode>> {
+    fn iw_rtr(iw: &mut IwProto, r: Rtr, plan: &mut TxPlan) -> Result<usize, Option<TermCode>> {
         let seg = match r {
             Rtr::Write => Segment {
                 opcode: Rdmap::Write,
@@ -917,18 +1060,17 @@ impl QpInner {
             // Never negotiated by oxiwarp (see `RTR_TYPES` in iwcm.rs).
             Rtr::Send => return Err(Some(TermCode::RDMAP_CATASTROPHIC_STREAM)),
         };
-        Self::iw_frame(iw, &seg, out)
+        Self::iw_frame(iw, &seg, plan)
     }
 
-    /// Frames the segment `seg`, without payload, at the start of `out`: its length, or a
-    /// TERMINATE code if it cannot be framed (which the caller's room check rules out).
+    /// Frames the segment `seg`, without payload, into `plan`: its length, or a TERMINATE
+    /// code if it cannot be framed (which the caller's room check rules out).
     fn iw_frame(
         iw: &mut IwProto,
         seg: &Segment,
-        out: &mut [u8],
+        plan: &mut TxPlan,
     ) -> Result<usize, Option<TermCode>> {
-        Self::iw_build(iw, seg, 0, out, &mut [], |_| true)?
-            .ok_or(Some(TermCode::RDMAP_CATASTROPHIC_STREAM))
+        Self::iw_build(iw, seg, 0, plan, &mut [], |_| true)?.ok_or(BROKEN)
     }
 
     /// Frames the next segment of the READ response being sent (or starts the next one).
@@ -936,7 +1078,7 @@ impl QpInner {
     fn iw_respond(
         &self,
         st: &mut QpState,
-        tx: &mut [u8],
+        plan: &mut TxPlan,
         buf: &mut [u8],
     ) -> Result<Option<usize>, Option<TermCode>> {
         let Some(iw) = st.iw.as_mut() else {
@@ -958,7 +1100,7 @@ impl QpInner {
                     read: None,
                     terminate: None,
                 };
-                return Self::iw_frame(iw, &seg, tx).map(Some);
+                return Self::iw_frame(iw, &seg, plan).map(Some);
             }
             let (mr, a) = self
                 .iw_remote_mr(
@@ -996,11 +1138,19 @@ impl QpInner {
         let (mr, access, at) = (resp.mr.clone(), resp.access, u64::from(resp.sent));
         let mut failed = None;
         // Read again through the access at each segment: an invalidation stops it.
-        let built = Self::iw_build(iw, &seg, n, tx, buf, |p| {
-            mr.read(&access, at, p)
-                .map_err(|e| failed = Some(e))
-                .is_ok()
+        let pages = Self::iw_build_pages(iw, ZC_READ_RESPONSES, &seg, n, plan, |list| {
+            let mut fits = true;
+            let r = mr.page_ranges(&access, at, n, |p| fits = fits && list.push(p));
+            r.is_ok_and(|user| user && fits)
         })?;
+        let built = match pages {
+            Some(len) => Some(len),
+            None => Self::iw_build(iw, &seg, n, plan, buf, |p| {
+                mr.read(&access, at, p)
+                    .map_err(|e| failed = Some(e))
+                    .is_ok()
+            })?,
+        };
         let Some(len) = built else {
             return Err(failed.map(|e| term_of(e, true)));
         };
@@ -1018,7 +1168,7 @@ impl QpInner {
     fn iw_send_op(
         &self,
         st: &mut QpState,
-        tx: &mut [u8],
+        plan: &mut TxPlan,
         buf: &mut [u8],
     ) -> Result<Option<usize>, Option<TermCode>> {
         let Some(iw) = st.iw.as_mut() else {
@@ -1124,7 +1274,7 @@ impl QpInner {
         };
         if m.first.opcode == Rdmap::ReadRequest {
             let seg = m.first;
-            let n = Self::iw_frame(iw, &seg, tx)?;
+            let n = Self::iw_frame(iw, &seg, plan)?;
             if !iw.reads_out.push(seq) {
                 return Err(Some(TermCode::RDMAP_CATASTROPHIC_STREAM));
             }
@@ -1154,11 +1304,17 @@ impl QpInner {
         };
         let sent = m.sent as usize;
         let mut failed = None;
-        let built = Self::iw_build(iw, &seg, n, tx, buf, |p| {
-            gather(&self.dev, self.pdn, op, sent, p)
-                .map_err(|s| failed = Some(s))
-                .is_ok()
+        let pages = Self::iw_build_pages(iw, ZC_SEND_QUEUE, &seg, n, plan, |list| {
+            gather_pages(&self.dev, self.pdn, op, sent, n, list)
         })?;
+        let built = match pages {
+            Some(len) => Some(len),
+            None => Self::iw_build(iw, &seg, n, plan, buf, |p| {
+                gather(&self.dev, self.pdn, op, sent, p)
+                    .map_err(|s| failed = Some(s))
+                    .is_ok()
+            })?,
+        };
         let Some(len) = built else {
             if let Some(op) = st.ops[idx].as_mut() {
                 op.local_error = failed;
@@ -1497,6 +1653,59 @@ impl QpInner {
 
 /// The next read request of the connection (its message sequence number taken), asking for
 /// `r`.
+/// What cannot be framed: the caller's room checks rule it out.
+const BROKEN: Option<TermCode> = Some(TermCode::RDMAP_CATASTROPHIC_STREAM);
+
+/// Adds the `n` bytes framed at the plan's tail.
+fn commit(plan: &mut TxPlan, n: usize) -> Result<usize, Option<TermCode>> {
+    if plan.commit(n) {
+        Ok(n)
+    } else {
+        Err(BROKEN)
+    }
+}
+
+/// Copies `bytes` to the plan's tail and adds them.
+fn put(plan: &mut TxPlan, bytes: &[u8]) -> Result<usize, Option<TermCode>> {
+    let out = plan.tail().get_mut(..bytes.len()).ok_or(BROKEN)?;
+    for (d, b) in out.iter_mut().zip(bytes) {
+        *d = *b;
+    }
+    commit(plan, bytes.len())
+}
+
+/// Collects references to the pages of the `len` bytes of the message of `op` from byte
+/// `offset` on, to send them without a copy: `false` if that cannot be done (inline data,
+/// memory other than a process's, more pieces than `out` holds, an access error, which the
+/// copy then reports).
+fn gather_pages(
+    dev: &RoceDev,
+    pdn: u32,
+    op: &SendOp,
+    offset: usize,
+    len: usize,
+    out: &mut PageList,
+) -> bool {
+    if !op.inline.is_empty() {
+        return false;
+    }
+    let mut fits = true;
+    let r = walk_sges(
+        dev,
+        pdn,
+        &op.sges,
+        offset as u64,
+        len,
+        |mr, a, at, range| match mr.page_ranges(a, at, range.len(), |p| fits = fits && out.push(p))
+        {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(MrError::Fault),
+            Err(e) => Err(e),
+        },
+    );
+    r.is_ok() && fits
+}
+
 fn read_request(iw: &mut IwProto, r: ReadRequest) -> Segment {
     iw.read_msn = iw.read_msn.wrapping_add(1);
     Segment {
