@@ -18,13 +18,6 @@ set -euo pipefail
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
 use_provider
 
-check_rping() {
-	local side=$1 out=$2 n=$3 got
-	got=$(grep -c 'ping data: rdma-ping-' <<<"$out" || true)
-	expect_eq "$got" "$n" "$side: verified pings"
-	expect_no_match "$out" 'data mismatch|error|failed' "$side: no errors"
-}
-
 nothing_left_quiet() {
 	[ -z "$(rdma res show qp)" ] && [ -z "$(rdma res show cm_id)" ]
 }

@@ -15,34 +15,25 @@ set -euo pipefail
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
 use_provider
 
-check_rping() {
-	local side=$1 out=$2 n=$3 got
-	got=$(grep -c 'ping data: rdma-ping-' <<<"$out" || true)
-	expect_eq "$got" "$n" "$side: verified pings"
-	expect_no_match "$out" 'data mismatch|error|failed' "$side: no errors"
-}
-
-# perftest_row TOOL SIZE ITERS OUTPUT: the result row of a perftest run.
-perftest_row() {
-	local tool=$1 size=$2 iters=$3 out=$4 row
-	row=$(grep -E "^[[:space:]]*$size[[:space:]]+$iters[[:space:]]" <<<"$out" || true)
-	[[ -n $row ]] || fail "$tool -s $size: no result row in: $out"
-	echo "$row"
-}
-
 # iwarp_tools SERVER-NS SERVER-IP SERVER-DEV CLIENT-NS CLIENT-DEV [rdmacm-only]: with
 # rdmacm-only, rping and ucmatose (servers bound to their address) but not perftest, whose
-# server listens on the wildcard address.
+# server listens on the wildcard address. With IWARP_CLIENT_IP set, the clients connect from
+# that address (rping -I, ucmatose -b, perftest --source_ip): in one namespace the route to
+# the server's address is local and would take the server's own device as the client's.
 iwarp_tools() {
 	local sns=$1 sip=$2 sdev=$3 cns=$4 cdev=$5 only=${6:-} tool size n row
+	local -a rb=() ub=() pb=()
+	if [ -n "${IWARP_CLIENT_IP:-}" ]; then
+		rb=(-I "$IWARP_CLIENT_IP") ub=(-b "$IWARP_CLIENT_IP") pb=(--source_ip "$IWARP_CLIENT_IP")
+	fi
 	info "rping -v: $cdev -> $sdev ($sip)"
 	cm_pair "$sns" "$cns" 7174 120 rping -p 7174 -s -a "$sip" -v -C 20 -S 1000 -- \
-		rping -p 7174 -c -a "$sip" -v -C 20 -S 1000
+		rping -p 7174 -c -a "$sip" "${rb[@]}" -v -C 20 -S 1000
 	check_rping "rping server $sdev" "$PAIR_SERVER_OUT" 20
 	check_rping "rping client $cdev" "$PAIR_CLIENT_OUT" 20
 	info "ucmatose: $cdev -> $sdev"
 	cm_pair "$sns" "$cns" 7471 120 ucmatose -p 7471 -b "$sip" -C 20 -S 4000 -- \
-		ucmatose -p 7471 -s "$sip" -C 20 -S 4000
+		ucmatose -p 7471 -s "$sip" "${ub[@]}" -C 20 -S 4000
 	expect_match "$PAIR_SERVER_OUT" 'return status 0' "ucmatose server"
 	expect_match "$PAIR_CLIENT_OUT" 'return status 0' "ucmatose client"
 	[ -z "$only" ] || return 0
@@ -51,13 +42,13 @@ iwarp_tools() {
 			n=100
 			[ "$size" -lt 100000 ] || n=10
 			perftest_pair "$sns" "$cns" 18515 120 "$tool" -R -F -p 18515 -n "$n" -s "$size" -d "$sdev" -- \
-				"$tool" -R -F -p 18515 -n "$n" -s "$size" -d "$cdev" "$sip"
+				"$tool" -R -F -p 18515 -n "$n" -s "$size" -d "$cdev" "${pb[@]}" "$sip"
 			row=$(perftest_row "$tool" "$size" "$n" "$PAIR_CLIENT_OUT")
 			info "$tool -R $cdev -> $sdev: $row"
 		done
 	done
 	perftest_pair "$sns" "$cns" 18515 120 ib_send_lat -R -F -p 18515 -n 200 -d "$sdev" -- \
-		ib_send_lat -R -F -p 18515 -n 200 -d "$cdev" "$sip"
+		ib_send_lat -R -F -p 18515 -n 200 -d "$cdev" "${pb[@]}" "$sip"
 	row=$(perftest_row ib_send_lat 2 200 "$PAIR_CLIENT_OUT")
 	info "ib_send_lat -R $cdev -> $sdev: $row"
 }
@@ -139,10 +130,6 @@ nothing_left "after the tools"
 # request's IRD/ORD words (P, and W or R), the responder picks one in its reply, the
 # initiator sends it first (a zero-length RDMA write, or read answered by an empty response)
 # and the responder sends nothing before it.
-p2p_words() { # FILE KIND: the private data words of the MPA KIND (Request/Reply) frames
-	tshark -r "$1" --disable-heuristic rpcrdma_iwarp -V 2>/dev/null |
-		awk -v k="$2 frame header" '$0 ~ k {f = 1} f && /Private data:/ {print $3; f = 0}'
-}
 for p2p in 1 2; do
 	rtr=write want_ord='[89ab]'
 	[ "$p2p" = 1 ] || rtr=read want_ord='[4567]'
@@ -154,11 +141,7 @@ for p2p in 1 2; do
 	check_rping "p2p $rtr rping server" "$PAIR_SERVER_OUT" 10
 	check_rping "p2p $rtr rping client" "$PAIR_CLIENT_OUT" 10
 	capture_stop
-	req=$(p2p_words "$OX_TMP/p2p.pcap" Request | head -1)
-	rep=$(p2p_words "$OX_TMP/p2p.pcap" Reply | head -1)
-	info "MPA request IRD/ORD words $req, reply $rep"
-	expect_match "$req" '^[89ab]...[0-9a-f]{4}$' "p2p $rtr: the request offers peer-to-peer mode"
-	expect_match "$rep" "^[89ab]...${want_ord}...\$" "p2p $rtr: the reply takes it, with the $rtr"
+	p2p_expect "$OX_TMP/p2p.pcap" "p2p $rtr" '[0-9a-f]' "$want_ord"
 	for tool in ib_write_bw ib_read_bw ib_send_bw; do
 		perftest_pair "$NS_B" "$NS_A" 18515 120 "$tool" -R -F -p 18515 -n 50 -s 5000 -d oxb_i -- \
 			"$tool" -R -F -p 18515 -n 50 -s 5000 -d oxa_i "$NS_B_IP4"
@@ -254,16 +237,16 @@ info "oxiwarp and siw in one namespace: everything both ways"
 veth_root
 rdma_link_add oxr_a oxiwarp "$VETH_A"
 siw_add siw1 "$VETH_B"
-iwarp_tools "" "$VETH_A_IP4" oxr_a "" siw1
-iwarp_tools "" "$VETH_B_IP4" siw1 "" oxr_a
+IWARP_CLIENT_IP=$VETH_B_IP4 iwarp_tools "" "$VETH_A_IP4" oxr_a "" siw1
+IWARP_CLIENT_IP=$VETH_A_IP4 iwarp_tools "" "$VETH_B_IP4" siw1 "" oxr_a
 link_del siw1
 rdma_link_add oxr_b oxiwarp "$VETH_B"
 info "two oxiwarp devices in one namespace: wildcard listens side by side"
 perftest_pair "" "" 18515 120 ib_write_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_b -- \
-	ib_write_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_a "$VETH_B_IP4"
+	ib_write_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_a --source_ip "$VETH_A_IP4" "$VETH_B_IP4"
 info "ib_write_bw -R oxr_a -> oxr_b: $(perftest_row ib_write_bw 65536 20 "$PAIR_CLIENT_OUT")"
 perftest_pair "" "" 18515 120 ib_read_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_a -- \
-	ib_read_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_b "$VETH_A_IP4"
+	ib_read_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_b --source_ip "$VETH_B_IP4" "$VETH_A_IP4"
 info "ib_read_bw -R oxr_b -> oxr_a: $(perftest_row ib_read_bw 65536 20 "$PAIR_CLIENT_OUT")"
 nothing_left "one namespace"
 

@@ -596,6 +596,17 @@ run_pair() {
 	wait "$spid" || src=$?
 	# shellcheck disable=SC2034  # for the tests
 	PAIR_SERVER_OUT=$(<"$log.server") PAIR_CLIENT_OUT=$(<"$log.client")
+	# rping's server ends its loop when the client, done, disconnects ("wait for
+	# RDMA_READ_ADV state 10"), then destroys its event channel under its CM thread, which
+	# may still be in rdma_get_cm_event: that thread then exits the process with status 255
+	# ("rdma_get_cm_event: Bad file descriptor"), a race of rping's own teardown (seen once
+	# in a CI run). Only that exit is forgiven; the callers check every ping's data.
+	if [ "$crc" = 0 ] && [ "$src" = 255 ] && [[ $scmd == rping\ * ]] &&
+		grep -q 'wait for RDMA_READ_ADV state 10' <<<"$PAIR_SERVER_OUT" &&
+		grep -q 'rdma_get_cm_event: Bad file descriptor' <<<"$PAIR_SERVER_OUT"; then
+		info "run_pair: rping server's CM thread lost its teardown race (exit 255, rping's own)"
+		src=0
+	fi
 	if [ "$crc" != 0 ] || [ "$src" != 0 ]; then
 		_ox_show "server (exit status $src): $scmd" "$PAIR_SERVER_OUT"
 		_ox_show "client ($attempt attempts): $ccmd" "$(<"$log.client.all")"
@@ -612,6 +623,42 @@ cm_pair() {
 	local sns=$1 cns=$2 port=$3 limit=$4
 	shift 4
 	run_pair --port "$port" --server-ns "$sns" --client-ns "$cns" "$limit" "$@"
+}
+
+# check_rping SIDE OUTPUT N: rping -v's OUTPUT shows N verified pings and no error.
+check_rping() {
+	local side=$1 out=$2 n=$3 got
+	got=$(grep -c 'ping data: rdma-ping-' <<<"$out" || true)
+	expect_eq "$got" "$n" "$side: verified pings"
+	expect_no_match "$out" 'data mismatch|error|failed' "$side: no errors"
+}
+
+# perftest_row TOOL SIZE ITERS OUTPUT: the result row of a perftest run.
+perftest_row() {
+	local tool=$1 size=$2 iters=$3 out=$4 row
+	row=$(grep -E "^[[:space:]]*$size[[:space:]]+$iters[[:space:]]" <<<"$out" || true)
+	[[ -n $row ]] || fail "$tool -s $size: no result row in: $out"
+	echo "$row"
+}
+
+# p2p_words FILE KIND: the IRD/ORD words of the MPA KIND (Request/Reply) frames in capture
+# FILE (peer-to-peer mode: P in the first word's top bit, the ready-to-receive message types
+# in the second's top three bits), one line per frame.
+p2p_words() {
+	tshark -r "$1" --disable-heuristic rpcrdma_iwarp -V 2>/dev/null |
+		awk -v k="$2 frame header" '$0 ~ k {f = 1} f && /Private data:/ {print $3; f = 0}'
+}
+
+# p2p_expect FILE LABEL REQ REP: the first MPA request in capture FILE offers peer-to-peer
+# mode and its reply takes it, the top nibbles of their ORD words matching the bracket
+# expressions (or hex digits) REQ and REP.
+p2p_expect() {
+	local file=$1 label=$2 wreq=$3 wrep=$4 req rep
+	req=$(p2p_words "$file" Request | head -1)
+	rep=$(p2p_words "$file" Reply | head -1)
+	info "$label: MPA request IRD/ORD words $req, reply $rep"
+	expect_match "$req" "^[89a-f]...${wreq}...\$" "$label: the request offers peer-to-peer mode"
+	expect_match "$rep" "^[89a-f]...${wrep}...\$" "$label: the reply takes it"
 }
 
 # perftest_pair ARGS...: cm_pair ARGS for a perftest -R pair, tried again (three times in all)

@@ -13,13 +13,6 @@ set -euo pipefail
 
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
 
-check_rping() {
-	local side=$1 out=$2 n=$3 got
-	got=$(grep -c 'ping data: rdma-ping-' <<<"$out" || true)
-	expect_eq "$got" "$n" "$side: verified pings"
-	expect_no_match "$out" 'data mismatch|error|failed' "$side: no errors"
-}
-
 check_status0() {
 	local what=$1 out=$2
 	expect_match "$out" 'return status 0' "$what"
