@@ -129,6 +129,12 @@ fi
 # 4. VM integration tests: one boot per test file.
 if want vm; then
 	echo "== vm"
+	# siw with parameters (peer-to-peer mode on), for iwarp-p2p-siw: built once per kernel.
+	kd=$(kernel_dir "$variant")
+	if [ ! -f "$kd/siw-params/siw.ko" ]; then
+		bash "$OX_ROOT/tests/vm/capture/capture-siw.sh" --build-siw "$kd" "$variant" \
+			>"$logs/siw-params.log" 2>&1 || ko "build: siw with parameters" "see out/check/siw-params.log"
+	fi
 	tests=()
 	if [ -n "${VMTESTS:-}" ]; then
 		for t in $VMTESTS; do tests+=("tests/vm/${t%.sh}.sh"); done

@@ -3,7 +3,7 @@
 # Capture real iWARP (MPA/DDP/RDMAP over TCP) traffic of the reference soft-iWARP driver (siw) for
 # oxrdma-wire's fixtures.
 #
-#	tests/vm/capture/capture-siw.sh --build-siw DIR     (on the host, once: see below)
+#	tests/vm/capture/capture-siw.sh --build-siw DIR [VARIANT]   (on the host, once: see below)
 #	scripts/vm-run --no-module --timeout 600 --out DIR tests/vm/capture/capture-siw.sh
 #
 # Not a test (nothing is judged): a tool, run by hand in the test VM.
@@ -14,7 +14,9 @@
 # uses CRC only when a peer asks for it. So `--build-siw DIR` (run on the host, before the VM)
 # builds DIR/siw-params/siw.ko: the test kernel's own siw source with those six variables made
 # writable module parameters (/sys/module/siw/parameters/*, mode 0644) and nothing else
-# changed, out of tree against the test kernel's build directory (~10 s). In the VM this
+# changed, out of tree against the build directory of the kernel VARIANT (test, the default,
+# or debug; ~10 s). scripts/check.sh builds one into the kernel's cache directory, which
+# scripts/vm-run hands to the guest as $OX_OUT/modroot/siw-params/siw.ko (iwarp-p2p-siw.sh). In the VM this
 # script loads that module (insmod) if it exists, else the stock siw, and then skips every
 # step that needs a parameter. Both siw devices live in the same kernel, so a parameter
 # applies to both ends of a connection; each is set through sysfs just before its step and is
@@ -49,12 +51,12 @@
 set -euo pipefail
 
 if [ "${1:-}" = --build-siw ]; then
-	[ $# = 2 ] || { echo "usage: $0 --build-siw DIR" >&2; exit 2; }
+	[ $# = 2 ] || [ $# = 3 ] || { echo "usage: $0 --build-siw DIR [VARIANT]" >&2; exit 2; }
 	root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 	# shellcheck source=scripts/lib/env.sh
 	. "$root/scripts/lib/env.sh"
-	kdir=$(kernel_dir test)
-	[ -f "$kdir/.oxrdma-built" ] || { echo "no test kernel; run: make kernel" >&2; exit 2; }
+	kdir=$(kernel_dir "${3:-test}")
+	[ -f "$kdir/.oxrdma-built" ] || { echo "no ${3:-test} kernel; run: make kernel" >&2; exit 2; }
 	dst=$2/siw-params
 	rm -rf "$dst"
 	mkdir -p "$dst"
