@@ -111,9 +111,10 @@ impl SockAddr {
     pub(crate) fn from_raw(ss: &bindings::__kernel_sockaddr_storage) -> Option<Self> {
         let mut ip = [0u8; 16];
         let (mut port, mut scope) = (0u16, 0u32);
-        // SAFETY: `ss` is a whole `sockaddr_storage`; the outputs are valid for writes.
-        let fam =
-            unsafe { bindings::oxrdma_sockaddr_get(ss, ip.as_mut_ptr(), &mut port, &mut scope) };
+        let fam = {
+            // SAFETY: `ss` is a whole `sockaddr_storage`; the outputs are valid for writes.
+            unsafe { bindings::oxrdma_sockaddr_get(ss, ip.as_mut_ptr(), &mut port, &mut scope) }
+        };
         match fam {
             4 => Some(SockAddr::V4 {
                 ip: [ip[0], ip[1], ip[2], ip[3]],
@@ -178,8 +179,7 @@ impl TcpInput<'_> {
                 core::ptr::addr_of_mut!(f).cast(),
             )
         };
-        kernel::error::to_result(r.min(0))?;
-        Ok(r as usize)
+        byte_count(r)
     }
 
     /// Whether the peer closed its direction and everything it sent before was read.
@@ -209,6 +209,12 @@ unsafe extern "C" fn read_chunk<F: FnMut(&[u8]) -> usize>(
     // SAFETY: per the function's contract.
     let piece = unsafe { core::slice::from_raw_parts(p, len) };
     f(piece).min(len)
+}
+
+/// A byte count returned by a socket helper (or a negative errno) as a `Result`.
+fn byte_count(r: core::ffi::c_int) -> Result<usize> {
+    kernel::error::to_result(r.min(0))?;
+    Ok(r as usize)
 }
 
 /// What a watched socket's user data points to.
@@ -429,8 +435,7 @@ impl TcpSocket {
         let r = unsafe {
             bindings::oxrdma_sock_send(self.sock.as_ptr(), vec.as_mut_ptr(), n, len, more)
         };
-        kernel::error::to_result(r.min(0))?;
-        Ok(r as usize)
+        byte_count(r)
     }
 
     /// Sends as much of the page ranges `pages` (in order, 16 at most) as fits now, without blocking and
@@ -465,8 +470,7 @@ impl TcpSocket {
         let r = unsafe {
             bindings::oxrdma_sock_send_pages(self.sock.as_ptr(), pieces.as_ptr(), n, len, more)
         };
-        kernel::error::to_result(r.min(0))?;
-        Ok(r as usize)
+        byte_count(r)
     }
 
     /// The sequence number that follows the last byte queued so far (`write_seq`).
@@ -503,8 +507,7 @@ impl TcpSocket {
         let r = unsafe {
             bindings::oxrdma_sock_recv(self.sock.as_ptr(), buf.as_mut_ptr().cast(), buf.len())
         };
-        kernel::error::to_result(r.min(0))?;
-        Ok(r as usize)
+        byte_count(r)
     }
 
     /// Reads what the socket received, like [`TcpInput::read`], under the socket's lock
@@ -519,8 +522,7 @@ impl TcpSocket {
                 core::ptr::addr_of_mut!(f).cast(),
             )
         };
-        kernel::error::to_result(r.min(0))?;
-        Ok(r as usize)
+        byte_count(r)
     }
 
     /// Whether the peer closed its direction and everything it sent before was read.

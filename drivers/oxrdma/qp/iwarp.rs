@@ -567,7 +567,7 @@ impl QpInner {
                 break;
             }
             let mut st = self.st.lock();
-            if self.iw_flushed(&mut st, pages, io.sock.queued_end()) {
+            if self.iw_flushed(&mut st, pages, || io.sock.queued_end()) {
                 // Acknowledgements that came before they were watched are seen here.
                 io.sock.watch_acks();
                 self.iw_acked(&mut st, io.sock.acked());
@@ -629,17 +629,19 @@ impl QpInner {
         }
     }
 
-    /// The plan reached the socket, whose stream now ends at `end` (`pages`: some of its
+    /// The plan reached the socket, whose stream now ends at `end()` (`pages`: some of its
     /// payload left without a copy): what was framed into it completes, now or once the peer
-    /// acknowledged `end`. Returns whether completions wait for acknowledgements.
-    fn iw_flushed(&self, st: &mut QpState, pages: bool, end: u32) -> bool {
+    /// acknowledged that end (asked for only then). Returns whether completions wait for
+    /// acknowledgements.
+    fn iw_flushed(&self, st: &mut QpState, pages: bool, end: impl FnOnce() -> u32) -> bool {
         let mut waits = false;
         if let Some(iw) = st.iw.as_mut() {
-            if pages {
-                iw.zc_end = Some(end);
-            }
             let bits = core::mem::take(&mut iw.unflushed);
-            if bits != 0 && iw.zc_end.is_some() {
+            let end = (pages || (bits != 0 && iw.zc_end.is_some())).then(end);
+            if pages {
+                iw.zc_end = end;
+            }
+            if let (Some(end), true) = (end, bits != 0) {
                 let w = AckWait { end, bits };
                 if !iw.acks_wait.push(w) {
                     // Full: the newest group waits for this end too (later, so still right).
