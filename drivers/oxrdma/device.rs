@@ -194,8 +194,9 @@ impl Driver for OxDevice {
 
     fn query_device(dev: &Device<Self>) -> DeviceAttrs {
         use limits::*;
-        // An iWARP device offers RC QPs only (with SRQs): no address handles or multicast
-        // (and no atomics: they would need RFC 7306, which siw does not speak either).
+        // An iWARP device offers RC QPs only (with SRQs): no address handles or multicast.
+        // Its atomics are RFC 7306's, which work only with peers that negotiate them (oxiwarp,
+        // with the `iwarp_ext` module parameter on); with others they fail locally.
         let roce = dev.kind == NodeKind::Roce;
         let only_roce = |v: i32| if roce { v } else { 0 };
         DeviceAttrs {
@@ -223,7 +224,7 @@ impl Driver for OxDevice {
             max_srq_sge: MAX_SGE,
             max_fast_reg_page_list_len: MAX_FAST_REG_PAGES,
             // Atomics use the CPU's own atomic instructions on the target memory.
-            atomic_glob: roce,
+            atomic_glob: roce || crate::ox::params::iwarp_ext(),
             max_pkeys: 1,
             max_ah: only_roce(MAX_AH),
             max_mcast_grp: only_roce(MAX_MCAST_GRP),

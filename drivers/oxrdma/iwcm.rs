@@ -316,6 +316,7 @@ impl IwCm {
             // or read as its ready-to-receive message (a zero-length send would take a
             // receive WQE the ULP did not post for it).
             rtr: Some(RTR_TYPES),
+            rdmap_ext: params::iwarp_ext(),
         };
         let pd = params.private_data;
         let pd_len = u16::try_from(pd.len()).map_err(|_| EINVAL)?;
@@ -361,6 +362,7 @@ impl IwCm {
             ird: 0,
             ord: 0,
             rtr: None,
+            rdmap_ext: false,
         };
         let pd = &pd[..pd.len().min(mpa::MAX_PRIVATE_DATA - mpa::IRD_ORD_LEN)];
         if let Ok((hdr, w, _)) = policy.reply(&req, words, pd.len() as u16, true) {
@@ -391,6 +393,7 @@ impl IwCm {
                 };
                 (offer.write || offer.read).then_some(offer)
             },
+            rdmap_ext: params::iwarp_ext(),
         };
         let pd_len = u16::try_from(params.private_data.len()).map_err(|_| EINVAL)?;
         let (req, words) = policy.request(pd_len).map_err(|_| EINVAL)?;
@@ -459,6 +462,7 @@ fn iw_params(sock: &TcpSocket, n: &Negotiated, initiator: bool) -> IwParams {
         markers_rx: n.markers_rx,
         ird: n.ird,
         ord: n.ord,
+        rdmap_ext: n.rdmap_ext,
         mulpdu: mpa::mulpdu(emss, n.markers_tx).unwrap_or(512),
     }
 }

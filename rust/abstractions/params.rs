@@ -35,3 +35,11 @@ pub fn iwarp_zcopy() -> u32 {
     // SAFETY: reads a module-lifetime static once.
     unsafe { bindings::oxrdma_param_iwarp_zcopy() }
 }
+
+/// `iwarp_ext`: oxiwarp offers (as initiator) and takes (as responder) RFC 7306's immediate
+/// data and atomics, which are used on a connection only when both sides said so in the MPA
+/// exchange. Read at each connection setup; writable at any time.
+pub fn iwarp_ext() -> bool {
+    // SAFETY: reads a module-lifetime static once.
+    unsafe { bindings::oxrdma_param_iwarp_ext() }
+}

@@ -187,6 +187,16 @@ u32 oxrdma_param_iwarp_p2p(void)
 	return READ_ONCE(iwarp_p2p);
 }
 
+static bool iwarp_ext = true;
+module_param(iwarp_ext, bool, 0644);
+MODULE_PARM_DESC(iwarp_ext,
+		 "oxiwarp offers and takes RFC 7306's extensions (immediate data, atomics), which only oxiwarp peers speak (default: on)");
+
+bool oxrdma_param_iwarp_ext(void)
+{
+	return READ_ONCE(iwarp_ext);
+}
+
 static uint iwarp_zcopy = 1;
 module_param(iwarp_zcopy, uint, 0644);
 MODULE_PARM_DESC(iwarp_zcopy,

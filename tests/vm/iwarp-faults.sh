@@ -18,17 +18,6 @@ set -euo pipefail
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
 use_provider
 
-nothing_left_quiet() {
-	[ -z "$(rdma res show qp)" ] && [ -z "$(rdma res show cm_id)" ]
-}
-
-nothing_left() {
-	local what=$1
-	wait_until 20 nothing_left_quiet || true
-	expect_eq "$(rdma res show qp)" "" "$what: QPs left"
-	expect_eq "$(rdma res show cm_id)" "" "$what: cm_ids left"
-}
-
 ns_pair
 rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
 rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
@@ -69,7 +58,7 @@ expect_ok ip netns exec "$NS_A" ip link set "$NS_A_DEV" mtu 1500
 expect_ok ip netns exec "$NS_B" ip link set "$NS_B_DEV" mtu 1500
 expect_ok ip netns exec "$NS_A" tc qdisc del dev "$NS_A_DEV" root
 expect_ok ip netns exec "$NS_B" tc qdisc del dev "$NS_B_DEV" root
-nothing_left "after netem"
+no_qp_cm_id_left "after netem"
 
 info "an RDMA WRITE to an STag the target never registered: TERMINATE, both QPs fail"
 mark=$(dmesg | wc -l)
@@ -82,7 +71,7 @@ log=$(dmesg | tail -n +"$((mark + 1))")
 expect_match "$log" 'iWARP Write refused: RDMAP error type 1 code 0x00' "bad write: the target's log"
 expect_match "$log" 'the peer terminated the connection: RDMAP error type 1 code 0x00' \
 	"bad write: the writer's log"
-nothing_left "after the bad write"
+no_qp_cm_id_left "after the bad write"
 
 info "the peer's link goes down in the middle of a run"
 ip netns exec "$NS_B" rping -p 7174 -s -a "$NS_B_IP4" -C 100000 -S 4000 >"$OX_TMP/down.server" 2>&1 &
@@ -105,13 +94,13 @@ wait_until 90 _ox_exited "$server" ||
 wait "$server" 2>/dev/null || true
 info "server ended: $(tr '\n' ' ' <"$OX_TMP/down.server" | cut -c1-160)"
 expect_ok ip netns exec "$NS_B" ip link set "$NS_B_DEV" up
-nothing_left "after the link went down"
+no_qp_cm_id_left "after the link went down"
 
 info "and the connection works again"
 cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP4" -v -C 10 -- rping -p 7174 -c -a "$NS_B_IP4" -v -C 10
 check_rping "rping server after" "$PAIR_SERVER_OUT" 10
 check_rping "rping client after" "$PAIR_CLIENT_OUT" 10
-nothing_left "at the end"
+no_qp_cm_id_left "at the end"
 
 expect_ok rmmod oxrdma
 info "rmmod oxrdma: clean"

@@ -86,17 +86,6 @@ tshark_check() {
 	expect_eq "$malformed" 0 "$what: malformed packets"
 }
 
-nothing_left_quiet() {
-	[ -z "$(rdma res show qp)" ] && [ -z "$(rdma res show cm_id)" ]
-}
-
-nothing_left() {
-	local what=$1
-	wait_until 10 nothing_left_quiet || true
-	expect_eq "$(rdma res show qp)" "" "$what: QPs left"
-	expect_eq "$(rdma res show cm_id)" "" "$what: cm_ids left"
-}
-
 ns_pair
 rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
 rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
@@ -124,7 +113,7 @@ perftest_pair "$NS_B" "$NS_A" 7174 120 ib_write_bw -R -F -p 7174 -n 20 -s 5000 -
 	ib_write_bw -R -F -p 7174 -n 20 -s 5000 -d oxa_i "$NS_B_IP4"
 capture_stop
 tshark_check "$OX_TMP/ox-ox.pcap" "oxiwarp to oxiwarp"
-nothing_left "after the tools"
+no_qp_cm_id_left "after the tools"
 
 # Peer-to-peer mode (RFC 6581): the initiator offers its ready-to-receive messages in the MPA
 # request's IRD/ORD words (P, and W or R), the responder picks one in its reply, the
@@ -149,7 +138,7 @@ for p2p in 1 2; do
 	done
 done
 echo 0 >/sys/module/oxrdma/parameters/iwarp_p2p
-nothing_left "after peer-to-peer mode"
+no_qp_cm_id_left "after peer-to-peer mode"
 
 info "MPA markers (iwarp_markers on both ends): rping -v, ib_write_bw and ib_read_bw, captured"
 echo Y >/sys/module/oxrdma/parameters/iwarp_markers
@@ -176,14 +165,14 @@ markers=$(grep -c 'FPDU back pointer' <<<"$out" || true)
 info "markers: tshark read $good FPDUs with a good CRC32, $bad with a bad one, $markers markers"
 [ "$markers" -gt 0 ] || fail "markers: tshark found none in the capture"
 [ "$good" -ge $((9 * (good + bad) / 10)) ] || fail "markers: fewer than 90% of the FPDUs read right"
-nothing_left "after markers"
+no_qp_cm_id_left "after markers"
 
 info "no listener: the TCP connection is refused (REJECTED, -ECONNREFUSED)"
 capture in_a timeout 30 rping -p 7174 -c -a "$NS_B_IP4" -C 1
 [ "$EXPECT_RC" != 0 ] && [ "$EXPECT_RC" != 124 ] ||
 	fail "rping without a server: exit status $EXPECT_RC: $EXPECT_OUT"
 expect_match "$EXPECT_OUT" 'RDMA_CM_EVENT_REJECTED, error -111' "rping without a server"
-nothing_left "after the refused connection"
+no_qp_cm_id_left "after the refused connection"
 
 info "peer gone: the server is killed in the middle of a run"
 ip netns exec "$NS_B" rping -p 7174 -s -a "$NS_B_IP4" -C 100000 >"$OX_TMP/killed.server" 2>&1 &
@@ -201,7 +190,7 @@ wait_until 60 _ox_exited "$client" ||
 wait "$client" || crc=$?
 [ "$crc" != 124 ] || fail "rping client: timed out after its server died"
 info "client ended (status $crc) after the server was killed: $(tr '\n' ' ' <"$OX_TMP/killed.client" | cut -c1-200)"
-nothing_left "after the killed server"
+no_qp_cm_id_left "after the killed server"
 
 # With siw (root namespace) both ways. A wildcard rdma_cm listen (perftest's server) asks
 # every iWARP device to listen, and siw binds its device's address in the listener's
@@ -227,7 +216,7 @@ perftest_pair "" "$RN_NS" 7174 120 ib_write_bw -R -F -p 7174 -n 20 -s 5000 -d si
 	ib_write_bw -R -F -p 7174 -n 20 -s 5000 -d oxn_i "$RN_ROOT_IP4"
 capture_stop
 tshark_check "$OX_TMP/ox-siw.pcap" "oxiwarp with siw"
-nothing_left "after siw"
+no_qp_cm_id_left "after siw"
 
 # oxiwarp and siw in one namespace (the root one: two local addresses, traffic through lo).
 # A wildcard listen makes every iWARP device listen on its own addresses, so oxiwarp serves
@@ -248,7 +237,7 @@ info "ib_write_bw -R oxr_a -> oxr_b: $(perftest_row ib_write_bw 65536 20 "$PAIR_
 perftest_pair "" "" 18515 120 ib_read_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_a -- \
 	ib_read_bw -R -F -p 18515 -n 20 -s 65536 -d oxr_b --source_ip "$VETH_B_IP4" "$VETH_A_IP4"
 info "ib_read_bw -R oxr_b -> oxr_a: $(perftest_row ib_read_bw 65536 20 "$PAIR_CLIENT_OUT")"
-nothing_left "one namespace"
+no_qp_cm_id_left "one namespace"
 
 expect_ok rmmod oxrdma
 info "rmmod oxrdma: clean"

@@ -625,6 +625,20 @@ cm_pair() {
 	run_pair --port "$port" --server-ns "$sns" --client-ns "$cns" "$limit" "$@"
 }
 
+# _ox_no_qp_cm_id: no QP and no rdma_cm identifier exists.
+_ox_no_qp_cm_id() {
+	[ -z "$(rdma res show qp)" ] && [ -z "$(rdma res show cm_id)" ]
+}
+
+# no_qp_cm_id_left WHAT: within 20 s, no QP and no rdma_cm identifier is left (on iWARP
+# devices, which have no GSI QP).
+no_qp_cm_id_left() {
+	local what=$1
+	wait_until 20 _ox_no_qp_cm_id || true
+	expect_eq "$(rdma res show qp)" "" "$what: QPs left"
+	expect_eq "$(rdma res show cm_id)" "" "$what: cm_ids left"
+}
+
 # check_rping SIDE OUTPUT N: rping -v's OUTPUT shows N verified pings and no error.
 check_rping() {
 	local side=$1 out=$2 n=$3 got

@@ -38,10 +38,11 @@ use crate::ox::params;
 use crate::ox::rdma::iwcm::{CmId, Event as CmEvent, EventKind};
 use crate::ox::tcp::{TcpEvents, TcpInput, TcpSocket};
 use crate::tx::KernelCrc32c;
-use crate::uapi::queue::WQE_FLAG_SOLICITED;
+use crate::uapi::queue::{WC_FLAG_WITH_IMM, WQE_FLAG_SOLICITED};
 use crate::wire::iwarp::ddp::{
-    self, Opcode as Rdmap, Placement, ReadRequest, Segment, TermCode, Terminate, UntaggedQueue,
-    QN_READ_REQUEST, QN_SEND, QN_TERMINATE,
+    self, AtomicOp, AtomicRequest, AtomicResponse, Opcode as Rdmap, Placement, RdmapHeader,
+    ReadRequest, Segment, TermCode, Terminate, UntaggedQueue, QN_ATOMIC_RESPONSE, QN_READ_REQUEST,
+    QN_SEND, QN_TERMINATE,
 };
 use crate::wire::iwarp::mpa::{Framer, Rtr, CRC_LEN, LEN_FIELD, MARKER_LEN};
 use crate::wire::iwarp::stream::{Deframer, Event};
@@ -94,6 +95,8 @@ pub(crate) struct IwParams {
     pub(crate) ird: u16,
     /// Outbound RDMA READs this side may have outstanding.
     pub(crate) ord: u16,
+    /// Both sides speak RFC 7306's extensions.
+    pub(crate) rdmap_ext: bool,
     /// The largest ULPDU to send.
     pub(crate) mulpdu: u16,
 }
@@ -186,6 +189,25 @@ fn acked_up_to(acked: u32, end: u32) -> bool {
     acked.wrapping_sub(end) as i32 >= 0
 }
 
+/// An inbound request on the read request queue (RDMA READs and RFC 7306's atomics share
+/// it, and the IRD), answered in the order it came.
+#[derive(Clone, Copy)]
+enum Inbound {
+    Read(ReadRequest),
+    Atomic(AtomicRequest),
+}
+
+impl Default for Inbound {
+    /// The queue's fill value (never answered).
+    fn default() -> Self {
+        Self::Read(ReadRequest::default())
+    }
+}
+
+/// Attempts of a masked atomic's compare-and-swap loop before the target is deemed
+/// contended beyond reason (the CPU changing it under every attempt).
+const ATOMIC_TRIES: u32 = 64;
+
 /// The inbound RDMA READ being answered.
 struct Responding {
     req: ReadRequest,
@@ -208,6 +230,11 @@ enum RxSeg {
     Recv { at: u64 },
     /// An RDMA READ response: into the SGEs of the READ `seq`, at this offset.
     ReadResp { seq: u64, at: u64 },
+    /// A request on the read request queue, acted on once its segment is whole (CRC
+    /// checked).
+    Request(Inbound),
+    /// An atomic response to the operation `seq`, with the target's original value.
+    AtomicResp { seq: u64, orig: u64 },
 }
 
 /// The message being sent from the send queue.
@@ -215,7 +242,12 @@ struct TxMsg {
     seq: u64,
     /// The first segment's header (placement at the message start).
     first: Segment,
+    /// Payload bytes of the message.
+    len: u32,
     sent: u32,
+    /// The message that follows as part of the same operation: the immediate data of an
+    /// RDMA WRITE with immediate.
+    then: Option<Segment>,
 }
 
 /// The protocol state of a connected QP (under the QP's lock).
@@ -227,6 +259,8 @@ pub(crate) struct IwProto {
     mulpdu: u16,
     ird: u16,
     ord: u16,
+    /// Both sides speak RFC 7306's immediate data and atomics.
+    ext: bool,
     /// The next operation (sequence) to start sending; operations before it are sent (or
     /// being sent: `tx_msg`).
     tx_seq: u64,
@@ -242,20 +276,28 @@ pub(crate) struct IwProto {
     zc_end: Option<u32>,
     /// Completions waiting for acknowledgements, oldest first.
     acks_wait: Fifo<AckWait>,
-    /// Outbound message sequence numbers (last used) of the send and read request queues.
+    /// Outbound message sequence numbers (last used) of the send, read request and atomic
+    /// response queues.
     send_msn: u32,
     read_msn: u32,
-    /// RDMA READs sent and not yet answered, oldest first (sequences).
+    atomic_msn: u32,
+    /// RDMA READs and atomics sent and not yet answered, oldest first (sequences): the
+    /// responder answers them in this order.
     reads_out: Fifo<u64>,
     /// Bytes of the oldest READ's response placed.
     read_got: u64,
     rx_send: UntaggedQueue,
     rx_read: UntaggedQueue,
     rx_term: UntaggedQueue,
+    rx_atomic: UntaggedQueue,
+    /// Payload bytes of the RDMA WRITE message being received, and of the last one that
+    /// ended: the length an immediate data message that follows reports.
+    rx_write: u32,
+    last_write: Option<u32>,
     rx_seg: RxSeg,
     /// The header of the segment being received.
     rx_hdr: Option<Segment>,
-    in_reads: Fifo<ReadRequest>,
+    in_reads: Fifo<Inbound>,
     responding: Option<Responding>,
     /// Peer-to-peer mode: the initiator's ready-to-receive message, still to be sent.
     rtr_send: Option<Rtr>,
@@ -281,6 +323,7 @@ impl IwProto {
             mulpdu,
             ird: p.ird.clamp(1, MAX_IRD),
             ord: p.ord.max(1),
+            ext: p.rdmap_ext,
             tx_seq: 0,
             done_seq: 0,
             tx_msg: None,
@@ -290,11 +333,15 @@ impl IwProto {
             acks_wait: Fifo::new(ACK_WAITS)?,
             send_msn: 0,
             read_msn: 0,
+            atomic_msn: 0,
             reads_out: Fifo::new(MAX_RD_ATOMIC)?,
             read_got: 0,
             rx_send: UntaggedQueue::new(),
             rx_read: UntaggedQueue::new(),
             rx_term: UntaggedQueue::new(),
+            rx_atomic: UntaggedQueue::new(),
+            rx_write: 0,
+            last_write: None,
             rx_seg: RxSeg::Discard,
             rx_hdr: None,
             in_reads: Fifo::new(MAX_IRD.into())?,
@@ -798,6 +845,7 @@ impl QpInner {
     /// Takes the SQ's new WQEs into the operation slots (validated and copied once).
     fn iw_take(&self, st: &mut QpState) -> Result<(), RingFault> {
         self.sq.refresh(&mut st.sq_view)?;
+        let ext = st.iw.as_ref().is_some_and(|iw| iw.ext);
         let mut took = false;
         while let Some(slot) = st.sq_view.peek() {
             let idx = (st.next_seq % REQ_WQES as u64) as usize;
@@ -840,6 +888,22 @@ impl QpInner {
                     op.opcode = o;
                     op.len = l;
                 }
+                // RFC 7306, when both sides speak it: an RDMA WRITE with immediate, and
+                // atomics, whose original value lands in 8 bytes of the SGEs.
+                (Ok(o @ WrOpcode::RdmaWriteWithImm), Ok(l))
+                    if ext && l <= crate::device::limits::MAX_MSG_SZ =>
+                {
+                    op.opcode = o;
+                    op.len = l;
+                }
+                (Ok(o @ (WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd)), Ok(8))
+                    if ext && w.flags & WQE_FLAG_INLINE == 0 =>
+                {
+                    op.opcode = o;
+                    op.len = 8;
+                    op.compare_add = w.compare_add;
+                    op.swap = w.swap;
+                }
                 (Ok(o @ (WrOpcode::LocalInv | WrOpcode::RegMr)), _) => {
                     op.opcode = o;
                     let mr = self.dev.mr_slot(w.rkey).ok_or(MrError::Key);
@@ -855,8 +919,10 @@ impl QpInner {
                     }
                 }
                 (Ok(_), Err(_)) | (Ok(_), Ok(_)) if v.is_ok() => {
-                    // Immediate data and atomics need RFC 7306, which iWARP peers (siw)
-                    // do not speak; too long a message cannot be sent.
+                    // Immediate data and atomics need RFC 7306, which not every peer (siw)
+                    // speaks, and a send with immediate has no RFC 7306 form (its immediate
+                    // data message carries no payload); too long a message, or an atomic
+                    // not of 8 bytes, cannot be sent.
                     op.opcode = v.map(|v| v.opcode).unwrap_or(WrOpcode::Send);
                     op.local_error = Some(if u32::try_from(len).is_err() {
                         wc_status::LOC_LEN_ERR
@@ -1043,8 +1109,7 @@ impl QpInner {
                 opcode: Rdmap::Write,
                 last: true,
                 placement: Placement::Tagged { stag: 0, to: 0 },
-                read: None,
-                terminate: None,
+                rdmap: RdmapHeader::None,
             },
             Rtr::Read => {
                 iw.rtr_response = true;
@@ -1087,8 +1152,10 @@ impl QpInner {
             return Ok(None);
         };
         if iw.responding.is_none() {
-            let Some(r) = iw.in_reads.pop() else {
-                return Ok(None);
+            let r = match iw.in_reads.pop() {
+                None => return Ok(None),
+                Some(Inbound::Read(r)) => r,
+                Some(Inbound::Atomic(a)) => return self.iw_atomic(iw, a, plan).map(Some),
             };
             if r.size == 0 {
                 // A zero-length READ reads nothing: one empty response, no STag checked.
@@ -1099,8 +1166,7 @@ impl QpInner {
                         stag: r.sink_stag,
                         to: r.sink_to,
                     },
-                    read: None,
-                    terminate: None,
+                    rdmap: RdmapHeader::None,
                 };
                 return Self::iw_frame(iw, &seg, plan).map(Some);
             }
@@ -1134,8 +1200,7 @@ impl QpInner {
                 stag: resp.req.sink_stag,
                 to: resp.req.sink_to.wrapping_add(u64::from(resp.sent)),
             },
-            read: None,
-            terminate: None,
+            rdmap: RdmapHeader::None,
         };
         let (mr, access, at) = (resp.mr.clone(), resp.access, u64::from(resp.sent));
         let mut failed = None;
@@ -1163,6 +1228,64 @@ impl QpInner {
             iw.responding = None;
         }
         Ok(Some(len))
+    }
+
+    /// Performs the inbound atomic `a` (RFC 7306) and frames its response into `plan`.
+    fn iw_atomic(
+        &self,
+        iw: &mut IwProto,
+        a: AtomicRequest,
+        plan: &mut TxPlan,
+    ) -> Result<usize, Option<TermCode>> {
+        // A misaligned target ends the stream (RFC 7306, section 8.2); memory is untouched.
+        if a.to % 8 != 0 {
+            return Err(Some(TermCode::RDMAP_CATASTROPHIC_STREAM));
+        }
+        let (mr, access) = self
+            .iw_remote_mr(crate::mr::Op::Atomic, a.stag, a.to, 8)
+            .map_err(|e| Some(term_of(e, true)))?;
+        let orig = match (a.is_plain(), a.op) {
+            (true, AtomicOp::FetchAdd) => mr.fetch_add(&access, a.data),
+            (true, AtomicOp::CmpSwap) => mr.compare_swap(&access, a.compare, a.data),
+            // Masked: compare-and-swap the computed value until the target did not change
+            // in between (a bounded number of times).
+            (false, _) => {
+                let mut seen = mr.compare_swap(&access, 0, 0);
+                let mut tries = 0;
+                loop {
+                    let Ok(old) = seen else { break seen };
+                    let new = a.apply(old);
+                    if new == old {
+                        break seen;
+                    }
+                    tries += 1;
+                    if tries > ATOMIC_TRIES {
+                        return Err(Some(TermCode::RDMAP_CATASTROPHIC_STREAM));
+                    }
+                    match mr.compare_swap(&access, old, new) {
+                        Ok(v) if v == old => break Ok(old),
+                        other => seen = other,
+                    }
+                }
+            }
+        }
+        .map_err(|e| Some(term_of(e, true)))?;
+        iw.atomic_msn = iw.atomic_msn.wrapping_add(1);
+        let seg = Segment {
+            opcode: Rdmap::AtomicResponse,
+            last: true,
+            placement: Placement::Untagged {
+                qn: QN_ATOMIC_RESPONSE,
+                msn: iw.atomic_msn,
+                mo: 0,
+                inv_stag: 0,
+            },
+            rdmap: RdmapHeader::AtomicResponse(AtomicResponse {
+                req_id: a.req_id,
+                orig,
+            }),
+        };
+        Self::iw_frame(iw, &seg, plan)
     }
 
     /// Frames the next segment of the send queue's current operation (starting the next
@@ -1197,6 +1320,7 @@ impl QpInner {
                 return Ok(None);
             }
             let solicited = op.flags & WQE_FLAG_SOLICITED != 0;
+            let mut then = None;
             let first = match op.opcode {
                 WrOpcode::LocalInv | WrOpcode::RegMr => {
                     iw.finished |= bit(seq);
@@ -1220,20 +1344,56 @@ impl QpInner {
                             mo: 0,
                             inv_stag: if inv { op.imm_or_inv } else { 0 },
                         },
-                        read: None,
-                        terminate: None,
+                        rdmap: RdmapHeader::None,
                     }
                 }
-                WrOpcode::RdmaWrite => Segment {
-                    opcode: Rdmap::Write,
-                    last: false,
-                    placement: Placement::Tagged {
-                        stag: op.rkey,
-                        to: op.remote_addr,
-                    },
-                    read: None,
-                    terminate: None,
-                },
+                WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
+                    if op.opcode == WrOpcode::RdmaWriteWithImm {
+                        // RFC 7306: the WRITE (sent even when empty, so that the receiver
+                        // reports its length), then an immediate data message, which takes
+                        // a receive. Verbs' 32-bit immediate is the field's low half, its
+                        // bytes as the process stored them (as over RoCE).
+                        iw.send_msn = iw.send_msn.wrapping_add(1);
+                        let imm = u32::from_be_bytes(op.imm_or_inv.to_ne_bytes());
+                        then = Some(Segment {
+                            opcode: if solicited {
+                                Rdmap::ImmediateDataSe
+                            } else {
+                                Rdmap::ImmediateData
+                            },
+                            last: true,
+                            placement: Placement::Untagged {
+                                qn: QN_SEND,
+                                msn: iw.send_msn,
+                                mo: 0,
+                                inv_stag: 0,
+                            },
+                            rdmap: RdmapHeader::Immediate(imm.into()),
+                        });
+                    }
+                    Segment {
+                        opcode: Rdmap::Write,
+                        last: false,
+                        placement: Placement::Tagged {
+                            stag: op.rkey,
+                            to: op.remote_addr,
+                        },
+                        rdmap: RdmapHeader::None,
+                    }
+                }
+                WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
+                    // RFC 7306: on the read request queue, within the ORD like a READ.
+                    if iw.reads_out.len() >= usize::from(iw.ord) {
+                        return Ok(None);
+                    }
+                    let (id, stag, to) = (seq as u32, op.rkey, op.remote_addr);
+                    let a = if op.opcode == WrOpcode::AtomicCmpAndSwp {
+                        AtomicRequest::cmp_swap(id, stag, to, op.compare_add, op.swap)
+                    } else {
+                        AtomicRequest::fetch_add(id, stag, to, op.compare_add)
+                    };
+                    read_queue(iw, RdmapHeader::AtomicRequest(a))
+                }
                 WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv => {
                     if iw.reads_out.len() >= usize::from(iw.ord) {
                         return Ok(None);
@@ -1257,10 +1417,13 @@ impl QpInner {
                     return Ok(Some(0));
                 }
             };
+            let len = if first.opcode.is_single() { 0 } else { op.len };
             iw.tx_msg = Some(TxMsg {
                 seq,
                 first,
+                len,
                 sent: 0,
+                then,
             });
         }
         let mulpdu = usize::from(iw.mulpdu);
@@ -1274,7 +1437,7 @@ impl QpInner {
             iw.tx_seq += 1;
             return Ok(Some(0));
         };
-        if m.first.opcode == Rdmap::ReadRequest {
+        if matches!(m.first.opcode, Rdmap::ReadRequest | Rdmap::AtomicRequest) {
             let seg = m.first;
             let n = Self::iw_frame(iw, &seg, plan)?;
             if !iw.reads_out.push(seq) {
@@ -1285,7 +1448,7 @@ impl QpInner {
             return Ok(Some(n));
         }
         let step = mulpdu - m.first.header_len();
-        let left = (op.len - m.sent) as usize;
+        let left = (m.len - m.sent) as usize;
         let n = left.min(step).min(buf.len());
         let last = n == left;
         let mut seg = m.first;
@@ -1326,13 +1489,21 @@ impl QpInner {
             iw.tx_seq += 1;
             return Ok(Some(0));
         };
-        if let Some(m) = iw.tx_msg.as_mut() {
-            m.sent += n as u32;
-        }
+        let Some(m) = iw.tx_msg.as_mut() else {
+            return Err(BROKEN);
+        };
+        m.sent += n as u32;
         if last {
-            iw.tx_msg = None;
-            iw.tx_seq += 1;
-            iw.unflushed |= bit(seq);
+            if let Some(next) = m.then.take() {
+                // The operation goes on with its next message.
+                m.first = next;
+                m.len = 0;
+                m.sent = 0;
+            } else {
+                iw.tx_msg = None;
+                iw.tx_seq += 1;
+                iw.unflushed |= bit(seq);
+            }
         }
         Ok(Some(len))
     }
@@ -1439,10 +1610,17 @@ impl QpInner {
     fn iw_header(&self, st: &mut QpState, seg: Segment, len: u16) -> Result<(), Option<TermCode>> {
         let len32 = u32::from(len);
         if let Some(iw) = st.iw.as_mut() {
+            // RFC 7306's messages only on a connection that negotiated them.
+            if seg.opcode.is_extension() && !iw.ext {
+                return Err(Some(TermCode::RDMAP_OPCODE));
+            }
+            if seg.opcode == Rdmap::Write {
+                iw.rx_write = iw.rx_write.wrapping_add(len32);
+            }
             // Peer-to-peer mode: the responder's first segment must be the negotiated
             // ready-to-receive message (then handled like any zero-length WRITE or READ).
             if let Some(want) = iw.rtr_wait {
-                let is_rtr = match (want, seg.opcode, seg.read) {
+                let is_rtr = match (want, seg.opcode, seg.read_request()) {
                     (Rtr::Write, Rdmap::Write, _) => len == 0 && seg.last,
                     (Rtr::Read, Rdmap::ReadRequest, Some(r)) => r.size == 0,
                     _ => false,
@@ -1481,34 +1659,65 @@ impl QpInner {
                 };
                 let seq = iw.reads_out.front().ok_or(Some(TermCode::RDMAP_OPCODE))?;
                 let idx = (seq % REQ_WQES as u64) as usize;
-                let size = st.ops[idx].as_ref().map_or(0, |o| u64::from(o.len));
+                let size = match st.ops[idx].as_ref() {
+                    Some(o)
+                        if matches!(o.opcode, WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv) =>
+                    {
+                        u64::from(o.len)
+                    }
+                    // The oldest request outstanding is an atomic: its response comes first.
+                    _ => return Err(Some(TermCode::RDMAP_OPCODE)),
+                };
                 // The response must continue the oldest READ, within its length.
                 if stag != seq as u32 || to != iw.read_got || to + u64::from(len) > size {
                     return Err(Some(TermCode::DDP_T_BASE_BOUNDS));
                 }
                 RxSeg::ReadResp { seq, at: to }
             }
-            (Rdmap::ReadRequest, Placement::Untagged { msn, mo, .. }) => {
+            (Rdmap::ReadRequest | Rdmap::AtomicRequest, Placement::Untagged { msn, mo, .. }) => {
                 let Some(iw) = st.iw.as_mut() else {
                     return Err(None);
                 };
                 iw.rx_read.accept(msn, mo, true, 0, 0).map_err(Some)?;
-                let Some(r) = seg.read else {
+                let r = match seg.rdmap {
+                    RdmapHeader::ReadRequest(r) => Inbound::Read(r),
+                    RdmapHeader::AtomicRequest(a) => Inbound::Atomic(a),
+                    _ => return Err(Some(TermCode::RDMAP_OPCODE)),
+                };
+                // Within the IRD this side announced (shared by READs and atomics).
+                let queued = iw.in_reads.len() + usize::from(iw.responding.is_some());
+                if queued >= usize::from(iw.ird) {
+                    return Err(Some(TermCode::DDP_UT_MSN_RANGE));
+                }
+                RxSeg::Request(r)
+            }
+            (Rdmap::AtomicResponse, Placement::Untagged { msn, mo, .. }) => {
+                let Some(iw) = st.iw.as_mut() else {
+                    return Err(None);
+                };
+                iw.rx_atomic.accept(msn, mo, true, 0, 0).map_err(Some)?;
+                let RdmapHeader::AtomicResponse(r) = seg.rdmap else {
                     return Err(Some(TermCode::RDMAP_OPCODE));
                 };
-                if iw.in_reads.len() + usize::from(iw.responding.is_some()) >= usize::from(iw.ird) {
-                    return Err(Some(TermCode::DDP_UT_MSN_RANGE));
+                // It answers the oldest request outstanding, which must be an atomic.
+                let seq = iw.reads_out.front().ok_or(Some(TermCode::RDMAP_OPCODE))?;
+                let idx = (seq % REQ_WQES as u64) as usize;
+                let atomic = st.ops[idx].as_ref().is_some_and(|o| {
+                    matches!(
+                        o.opcode,
+                        WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+                    )
+                });
+                if !atomic || r.req_id != seq as u32 {
+                    return Err(Some(TermCode::RDMAP_OPCODE));
                 }
-                if !iw.in_reads.push(r) {
-                    return Err(Some(TermCode::DDP_UT_MSN_RANGE));
-                }
-                RxSeg::Discard
+                RxSeg::AtomicResp { seq, orig: r.orig }
             }
             (Rdmap::Terminate, Placement::Untagged { msn, mo, .. }) => {
                 if let Some(iw) = st.iw.as_mut() {
                     let _ = iw.rx_term.accept(msn, mo, true, len32, u32::MAX);
                 }
-                match seg.terminate {
+                match seg.terminate() {
                     Some(t) => pr_info!(
                         "QP {:#x}: the peer terminated the connection: {}\n",
                         self.qpn,
@@ -1518,7 +1727,7 @@ impl QpInner {
                 }
                 RxSeg::Discard
             }
-            (op, Placement::Untagged { msn, mo, .. }) if op.is_send() => {
+            (op, Placement::Untagged { msn, mo, .. }) if op.takes_receive() => {
                 if st.recv.is_none() {
                     if mo != 0 {
                         return Err(Some(TermCode::DDP_UT_INVALID_MO));
@@ -1557,7 +1766,9 @@ impl QpInner {
             return Err(None);
         };
         match &mut iw.rx_seg {
-            RxSeg::Discard => Ok(()),
+            // Requests and atomic responses carry nothing after their headers (the deframer
+            // checked).
+            RxSeg::Discard | RxSeg::Request(_) | RxSeg::AtomicResp { .. } => Ok(()),
             RxSeg::Write { mr, access, at } => {
                 // Checked again for every piece: an invalidation stops the write.
                 mr.write(access, *at, data)
@@ -1610,7 +1821,28 @@ impl QpInner {
                 iw.abort = true;
                 return Err(None);
             }
-            (Rdmap::ReadRequest, _) => {}
+            (Rdmap::Write, _) if seg.last => {
+                iw.last_write = Some(iw.rx_write);
+                iw.rx_write = 0;
+            }
+            // A request is answered only once its whole segment passed the CRC.
+            (_, RxSeg::Request(r)) => {
+                if !iw.in_reads.push(r) {
+                    return Err(Some(TermCode::DDP_UT_MSN_RANGE));
+                }
+            }
+            (Rdmap::AtomicResponse, RxSeg::AtomicResp { seq, orig }) => {
+                iw.reads_out.pop();
+                iw.finished |= bit(seq);
+                let idx = (seq % REQ_WQES as u64) as usize;
+                if let Some(op) = st.ops[idx].as_mut() {
+                    // The original value, in this CPU's byte order (as over RoCE).
+                    if let Err(s) = scatter(&self.dev, self.pdn, &op.sges, 0, &orig.to_ne_bytes()) {
+                        op.local_error = Some(s);
+                    }
+                }
+                self.iw_complete(st);
+            }
             (Rdmap::ReadResponse, RxSeg::ReadResp { seq, .. }) if seg.last => {
                 let idx = (seq % REQ_WQES as u64) as usize;
                 let size = st.ops[idx].as_ref().map_or(0, |o| u64::from(o.len));
@@ -1622,7 +1854,7 @@ impl QpInner {
                 iw.finished |= bit(seq);
                 self.iw_complete(st);
             }
-            (op, RxSeg::Recv { .. }) if op.is_send() && seg.last => {
+            (op, RxSeg::Recv { .. }) if op.takes_receive() && seg.last => {
                 let Some(p) = st.recv.take() else {
                     return Err(Some(TermCode::DDP_UT_NO_BUFFER));
                 };
@@ -1633,6 +1865,14 @@ impl QpInner {
                     qp_num: self.qpn,
                     ..Default::default()
                 };
+                if let RdmapHeader::Immediate(v) = seg.rdmap {
+                    // An RDMA WRITE with immediate: the WRITE's length, verbs' immediate
+                    // from the field's low half.
+                    cqe.opcode = wc_opcode::RECV_RDMA_WITH_IMM;
+                    cqe.byte_len = iw.last_write.take().unwrap_or(0);
+                    cqe.wc_flags |= WC_FLAG_WITH_IMM;
+                    cqe.imm_or_inv = u32::from_ne_bytes((v as u32).to_be_bytes());
+                }
                 if let Placement::Untagged { inv_stag, .. } = seg.placement {
                     if op.invalidates() {
                         // A fast-registration MR of this PD becomes invalid; keys of other
@@ -1653,8 +1893,6 @@ impl QpInner {
     }
 }
 
-/// The next read request of the connection (its message sequence number taken), asking for
-/// `r`.
 /// What cannot be framed: the caller's room checks rule it out.
 const BROKEN: Option<TermCode> = Some(TermCode::RDMAP_CATASTROPHIC_STREAM);
 
@@ -1708,10 +1946,21 @@ fn gather_pages(
     r.is_ok() && fits
 }
 
+/// The next message of the connection's read request queue (its message sequence number
+/// taken): the READ `r`.
 fn read_request(iw: &mut IwProto, r: ReadRequest) -> Segment {
+    read_queue(iw, RdmapHeader::ReadRequest(r))
+}
+
+/// The next message of the connection's read request queue (its message sequence number
+/// taken), with the header `rdmap` of a READ or an atomic.
+fn read_queue(iw: &mut IwProto, rdmap: RdmapHeader) -> Segment {
     iw.read_msn = iw.read_msn.wrapping_add(1);
     Segment {
-        opcode: Rdmap::ReadRequest,
+        opcode: match rdmap {
+            RdmapHeader::AtomicRequest(_) => Rdmap::AtomicRequest,
+            _ => Rdmap::ReadRequest,
+        },
         last: true,
         placement: Placement::Untagged {
             qn: QN_READ_REQUEST,
@@ -1719,8 +1968,7 @@ fn read_request(iw: &mut IwProto, r: ReadRequest) -> Segment {
             mo: 0,
             inv_stag: 0,
         },
-        read: Some(r),
-        terminate: None,
+        rdmap,
     }
 }
 
@@ -1735,8 +1983,7 @@ fn frame_terminate(iw: &mut IwProto, t: TermCode, out: &mut [u8]) -> Option<usiz
             mo: 0,
             inv_stag: 0,
         },
-        read: None,
-        terminate: Some(Terminate {
+        rdmap: RdmapHeader::Terminate(Terminate {
             code: t,
             segment_len_valid: false,
             ddp_header: false,

@@ -80,7 +80,7 @@ pub fn valid_stream(
     crc: bool,
     markers: bool,
 ) -> (Vec<u8>, Vec<(oxrdma_wire::iwarp::ddp::Segment, Vec<u8>)>) {
-    use oxrdma_wire::iwarp::ddp::{Opcode, Placement, Segment, Segmenter, QN_SEND};
+    use oxrdma_wire::iwarp::ddp::{Opcode, Placement, RdmapHeader, Segment, Segmenter, QN_SEND};
     use oxrdma_wire::iwarp::mpa::Framer;
     let mut f = Framer::new(crc, markers);
     let mut stream = Vec::new();
@@ -101,8 +101,7 @@ pub fn valid_stream(
                     mo: 0,
                     inv_stag: 0,
                 },
-                read: None,
-                terminate: None,
+                rdmap: RdmapHeader::None,
             }
         } else {
             Segment {
@@ -112,8 +111,7 @@ pub fn valid_stream(
                     stag: u32::from(*b),
                     to: u64::from(*a) << 40,
                 },
-                read: None,
-                terminate: None,
+                rdmap: RdmapHeader::None,
             }
         };
         msn += u32::from(first.opcode == Opcode::Send);

@@ -244,6 +244,7 @@ fn siw_negotiation_agrees_with_policy() {
                 write: true,
                 read: true,
             }),
+            rdmap_ext: false,
         };
         let (h, w, neg) = responder.reply(&qh, qw, 0, false).unwrap();
         assert_eq!(h, ph, "{conn}: reply header");
@@ -259,6 +260,7 @@ fn siw_negotiation_agrees_with_policy() {
             ird: qw.map_or(0, |w| w.ird),
             ord: qw.map_or(0, |w| w.ord),
             rtr: offered,
+            rdmap_ext: false,
         };
         let neg = initiator.complete(&qh, &ph, pw).unwrap();
         assert_eq!(neg.crc, req.crc, "{conn}");
@@ -541,7 +543,7 @@ fn siw_terminates() {
             "{}",
             f.name
         );
-        let rfc = got.segment.terminate.unwrap();
+        let rfc = got.segment.terminate().unwrap();
         let meant = siw_terminate(word);
         assert_eq!(
             rfc,
@@ -601,7 +603,7 @@ fn siw_terminates() {
             assert_eq!(seg_len, 0);
             // siw's reconstructed read request: its MSN field holds the read size.
             assert_eq!(inner.opcode, Opcode::ReadRequest);
-            let size = inner.read.unwrap().size;
+            let size = inner.read_request().unwrap().size;
             assert_eq!(size, 7);
             assert!(
                 matches!(inner.placement, Placement::Untagged { qn: QN_READ_REQUEST, msn, .. } if msn == size)
@@ -761,7 +763,7 @@ fn rping_streams_deframe_in_any_chunking() {
     for round in 0..3 {
         let (src, resp, sink) = (&i2r[3 * round], &i2r[3 * round + 1], &i2r[3 * round + 2]);
         let (req, write) = (&r2i[4 * round], &r2i[4 * round + 2]);
-        let rr = req.segment.read.unwrap();
+        let rr = req.segment.read_request().unwrap();
         assert_eq!((rr.source_stag, rr.source_to, rr.size), advert(src));
         assert_eq!(
             resp.segment.placement,

@@ -15,6 +15,10 @@
 //! bytes of RDMAP header in its untagged payload; a terminate message 4 bytes of terminate
 //! control followed by the headers of the segment it terminates.
 //!
+//! RFC 7306's extensions add four untagged opcodes, each a single segment whose RDMAP header
+//! is all it carries: immediate data (8 bytes, queue 0, consuming a receive like a send), and
+//! atomic requests (52 bytes, queue 1 with the read requests) and responses (12 bytes, queue 3).
+//!
 //! [`parse`] reads and checks such a header and returns, on any error, the [`TermCode`] a
 //! terminate message reports for it; [`Segment::write`] builds one. All fields are big endian.
 //!
@@ -38,8 +42,14 @@ pub const UNTAGGED_HDR_LEN: usize = 18;
 pub const READ_REQUEST_LEN: usize = 28;
 /// Bytes of the terminate control word that follows the untagged header of a terminate.
 pub const TERMINATE_CTRL_LEN: usize = 4;
-/// The longest header [`parse`] reads (a read request).
-pub const MAX_HDR_LEN: usize = UNTAGGED_HDR_LEN + READ_REQUEST_LEN;
+/// Bytes of the RFC 7306 immediate data header that follows the untagged header.
+pub const IMMEDIATE_LEN: usize = 8;
+/// Bytes of the RFC 7306 atomic request header that follows the untagged header.
+pub const ATOMIC_REQUEST_LEN: usize = 52;
+/// Bytes of the RFC 7306 atomic response header that follows the untagged header.
+pub const ATOMIC_RESPONSE_LEN: usize = 12;
+/// The longest header [`parse`] reads (an atomic request).
+pub const MAX_HDR_LEN: usize = UNTAGGED_HDR_LEN + ATOMIC_REQUEST_LEN;
 
 /// DDP control byte: tagged buffer model.
 const DDP_TAGGED: u8 = 0x80;
@@ -58,8 +68,10 @@ pub const QN_SEND: u32 = 0;
 pub const QN_READ_REQUEST: u32 = 1;
 /// Untagged queue of terminate messages.
 pub const QN_TERMINATE: u32 = 2;
+/// Untagged queue of atomic responses (RFC 7306).
+pub const QN_ATOMIC_RESPONSE: u32 = 3;
 
-/// An RDMAP opcode (RFC 5040, section 4.2).
+/// An RDMAP opcode (RFC 5040, section 4.2; RFC 7306, section 10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Opcode {
@@ -79,10 +91,18 @@ pub enum Opcode {
     SendSeInvalidate = 6,
     /// Terminate, untagged queue 2.
     Terminate = 7,
+    /// Immediate data (RFC 7306), untagged queue 0.
+    ImmediateData = 8,
+    /// Immediate data with solicited event (RFC 7306).
+    ImmediateDataSe = 9,
+    /// Atomic request (RFC 7306), untagged queue 1.
+    AtomicRequest = 10,
+    /// Atomic response (RFC 7306), untagged queue 3.
+    AtomicResponse = 11,
 }
 
 impl Opcode {
-    /// The opcode of the low four bits of `bits`, if RFC 5040 defines it.
+    /// The opcode of the low four bits of `bits`, if RFC 5040 or RFC 7306 defines it.
     pub const fn from_bits(bits: u8) -> Option<Self> {
         Some(match bits & RDMAP_OPCODE_MASK {
             0 => Self::Write,
@@ -93,6 +113,10 @@ impl Opcode {
             5 => Self::SendSe,
             6 => Self::SendSeInvalidate,
             7 => Self::Terminate,
+            8 => Self::ImmediateData,
+            9 => Self::ImmediateDataSe,
+            10 => Self::AtomicRequest,
+            11 => Self::AtomicResponse,
             _ => return None,
         })
     }
@@ -110,6 +134,12 @@ impl Opcode {
         )
     }
 
+    /// Whether a message of this opcode consumes a receive buffer: the sends and RFC 7306's
+    /// immediate data.
+    pub const fn takes_receive(self) -> bool {
+        self.is_send() || matches!(self, Self::ImmediateData | Self::ImmediateDataSe)
+    }
+
     /// Whether the opcode carries an STag to invalidate.
     pub const fn invalidates(self) -> bool {
         matches!(self, Self::SendInvalidate | Self::SendSeInvalidate)
@@ -117,15 +147,37 @@ impl Opcode {
 
     /// Whether the opcode asks for a solicited event.
     pub const fn solicited(self) -> bool {
-        matches!(self, Self::SendSe | Self::SendSeInvalidate)
+        matches!(
+            self,
+            Self::SendSe | Self::SendSeInvalidate | Self::ImmediateDataSe
+        )
+    }
+
+    /// Whether the opcode is one of RFC 7306's extensions, which a peer understands only if
+    /// it says so.
+    pub const fn is_extension(self) -> bool {
+        matches!(
+            self,
+            Self::ImmediateData
+                | Self::ImmediateDataSe
+                | Self::AtomicRequest
+                | Self::AtomicResponse
+        )
+    }
+
+    /// Whether a message of this opcode is one segment that carries nothing after its
+    /// header (read request, terminate and the extensions).
+    pub const fn is_single(self) -> bool {
+        matches!(self, Self::ReadRequest | Self::Terminate) || self.is_extension()
     }
 
     /// The untagged queue of the opcode's messages (`None` for tagged ones).
     pub const fn queue(self) -> Option<u32> {
         match self {
             Self::Write | Self::ReadResponse => None,
-            Self::ReadRequest => Some(QN_READ_REQUEST),
+            Self::ReadRequest | Self::AtomicRequest => Some(QN_READ_REQUEST),
             Self::Terminate => Some(QN_TERMINATE),
+            Self::AtomicResponse => Some(QN_ATOMIC_RESPONSE),
             _ => Some(QN_SEND),
         }
     }
@@ -136,6 +188,9 @@ impl Opcode {
             Self::Write | Self::ReadResponse => TAGGED_HDR_LEN,
             Self::ReadRequest => UNTAGGED_HDR_LEN + READ_REQUEST_LEN,
             Self::Terminate => UNTAGGED_HDR_LEN + TERMINATE_CTRL_LEN,
+            Self::ImmediateData | Self::ImmediateDataSe => UNTAGGED_HDR_LEN + IMMEDIATE_LEN,
+            Self::AtomicRequest => UNTAGGED_HDR_LEN + ATOMIC_REQUEST_LEN,
+            Self::AtomicResponse => UNTAGGED_HDR_LEN + ATOMIC_RESPONSE_LEN,
             _ => UNTAGGED_HDR_LEN,
         }
     }
@@ -154,7 +209,8 @@ pub enum Placement {
     /// Untagged buffer model: into the buffer the receiver queued for message `msn` of
     /// queue `qn`, at offset `mo`.
     Untagged {
-        /// Queue number: [`QN_SEND`], [`QN_READ_REQUEST`] or [`QN_TERMINATE`].
+        /// Queue number: [`QN_SEND`], [`QN_READ_REQUEST`], [`QN_TERMINATE`] or
+        /// [`QN_ATOMIC_RESPONSE`].
         qn: u32,
         /// Message sequence number, counted per queue from 1.
         msn: u32,
@@ -178,6 +234,129 @@ pub struct ReadRequest {
     pub source_stag: u32,
     /// Tagged offset in that buffer.
     pub source_to: u64,
+}
+
+/// An RFC 7306 atomic operation (its AOpCode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum AtomicOp {
+    /// Fetch and add, with field boundaries where the add mask has a bit set.
+    FetchAdd = 0,
+    /// Compare and swap, both masked.
+    CmpSwap = 2,
+}
+
+/// The RFC 7306 atomic request header (section 4.1). Every operation is on 64 bits at a
+/// 64-bit aligned tagged offset; the fields are big endian on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AtomicRequest {
+    /// The operation.
+    pub op: AtomicOp,
+    /// Chosen by the requester, returned in the response.
+    pub req_id: u32,
+    /// STag of the responder's buffer.
+    pub stag: u32,
+    /// Tagged offset of the 64-bit target.
+    pub to: u64,
+    /// The value added (fetch and add) or swapped in (compare and swap).
+    pub data: u64,
+    /// Add mask (field boundaries) or swap mask (the bits swapped in).
+    pub data_mask: u64,
+    /// The value compared with (compare and swap; 0 for fetch and add).
+    pub compare: u64,
+    /// The bits compared (compare and swap; all ones for fetch and add).
+    pub compare_mask: u64,
+}
+
+impl AtomicRequest {
+    /// A verbs fetch and add: a plain 64-bit add.
+    pub const fn fetch_add(req_id: u32, stag: u32, to: u64, add: u64) -> Self {
+        Self {
+            op: AtomicOp::FetchAdd,
+            req_id,
+            stag,
+            to,
+            data: add,
+            data_mask: 0,
+            compare: 0,
+            compare_mask: u64::MAX,
+        }
+    }
+
+    /// A verbs compare and swap: all 64 bits compared and swapped.
+    pub const fn cmp_swap(req_id: u32, stag: u32, to: u64, compare: u64, swap: u64) -> Self {
+        Self {
+            op: AtomicOp::CmpSwap,
+            req_id,
+            stag,
+            to,
+            data: swap,
+            data_mask: u64::MAX,
+            compare,
+            compare_mask: u64::MAX,
+        }
+    }
+
+    /// Whether the operation is a verbs one (no field boundaries, nothing masked), which the
+    /// CPU's own fetch-and-add or compare-and-exchange performs as it is.
+    pub const fn is_plain(&self) -> bool {
+        match self.op {
+            AtomicOp::FetchAdd => self.data_mask == 0,
+            AtomicOp::CmpSwap => self.data_mask == u64::MAX && self.compare_mask == u64::MAX,
+        }
+    }
+
+    /// The value the target holds after the operation, given the value `orig` it held
+    /// before (RFC 7306, section 4.1's pseudocode): equal to `orig` when a comparison fails.
+    pub const fn apply(&self, orig: u64) -> u64 {
+        match self.op {
+            AtomicOp::FetchAdd => masked_add(orig, self.data, self.data_mask),
+            AtomicOp::CmpSwap => {
+                if (self.compare ^ orig) & self.compare_mask != 0 {
+                    orig
+                } else {
+                    (orig & !self.data_mask) | (self.data & self.data_mask)
+                }
+            }
+        }
+    }
+}
+
+/// `a + b` where a carry out of every bit set in `mask` is dropped: independent adds of the
+/// fields whose most significant bits the mask marks (0: one 64-bit add).
+pub const fn masked_add(a: u64, b: u64, mask: u64) -> u64 {
+    // Per field, the sum is the plain sum with the carry into the next field removed: add
+    // with the marked top bits cleared (no carry can leave them), then put back their sum
+    // bit (a ^ b ^ the carry that came into them).
+    let tops = mask;
+    let low = (a & !tops).wrapping_add(b & !tops);
+    low ^ ((a ^ b) & tops)
+}
+
+/// The RFC 7306 atomic response header (section 4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AtomicResponse {
+    /// The request's identifier.
+    pub req_id: u32,
+    /// The target's value before the operation.
+    pub orig: u64,
+}
+
+/// The RDMAP header that follows the DDP header of some opcodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RdmapHeader {
+    /// None: writes, read responses and sends.
+    None,
+    /// A read request's.
+    ReadRequest(ReadRequest),
+    /// A terminate's control word.
+    Terminate(Terminate),
+    /// Immediate data (RFC 7306).
+    Immediate(u64),
+    /// An atomic request (RFC 7306).
+    AtomicRequest(AtomicRequest),
+    /// An atomic response (RFC 7306).
+    AtomicResponse(AtomicResponse),
 }
 
 /// The layer a terminate message blames (RFC 5040, section 4.8).
@@ -354,16 +533,30 @@ pub struct Segment {
     pub last: bool,
     /// Where the payload goes.
     pub placement: Placement,
-    /// The read request header (only for [`Opcode::ReadRequest`]).
-    pub read: Option<ReadRequest>,
-    /// The terminate control word (only for [`Opcode::Terminate`]).
-    pub terminate: Option<Terminate>,
+    /// The RDMAP header after the DDP header: the one the opcode has.
+    pub rdmap: RdmapHeader,
 }
 
 impl Segment {
     /// Bytes of this segment's header, control field included.
     pub const fn header_len(&self) -> usize {
         self.opcode.header_len()
+    }
+
+    /// The read request header, if this is one.
+    pub const fn read_request(&self) -> Option<ReadRequest> {
+        match self.rdmap {
+            RdmapHeader::ReadRequest(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The terminate control word, if this is a terminate.
+    pub const fn terminate(&self) -> Option<Terminate> {
+        match self.rdmap {
+            RdmapHeader::Terminate(t) => Some(t),
+            _ => None,
+        }
     }
 
     /// Writes the header into the start of `out`; returns its length, or `None` if `out` is
@@ -401,32 +594,49 @@ impl Segment {
             }
             _ => return None,
         }
-        match (self.opcode, self.read, self.terminate) {
-            (Opcode::ReadRequest, Some(r), None) => {
-                let rr = &mut out[UNTAGGED_HDR_LEN..];
+        let rr = &mut out[UNTAGGED_HDR_LEN.min(len)..];
+        match (self.opcode, self.rdmap) {
+            (Opcode::ReadRequest, RdmapHeader::ReadRequest(r)) => {
                 copy(&mut rr[0..4], &r.sink_stag.to_be_bytes());
                 copy(&mut rr[4..12], &r.sink_to.to_be_bytes());
                 copy(&mut rr[12..16], &r.size.to_be_bytes());
                 copy(&mut rr[16..20], &r.source_stag.to_be_bytes());
                 copy(&mut rr[20..28], &r.source_to.to_be_bytes());
             }
-            (Opcode::Terminate, None, Some(t)) => {
-                copy(&mut out[UNTAGGED_HDR_LEN..], &t.to_word().to_be_bytes());
+            (Opcode::Terminate, RdmapHeader::Terminate(t)) => {
+                copy(rr, &t.to_word().to_be_bytes());
             }
-            (Opcode::ReadRequest | Opcode::Terminate, _, _) | (_, Some(_), _) | (_, _, Some(_)) => {
-                return None
+            (Opcode::ImmediateData | Opcode::ImmediateDataSe, RdmapHeader::Immediate(v)) => {
+                copy(rr, &v.to_be_bytes());
             }
-            _ => {}
+            (Opcode::AtomicRequest, RdmapHeader::AtomicRequest(a)) => {
+                copy(&mut rr[0..4], &u32::from(a.op as u8).to_be_bytes());
+                copy(&mut rr[4..8], &a.req_id.to_be_bytes());
+                copy(&mut rr[8..12], &a.stag.to_be_bytes());
+                copy(&mut rr[12..20], &a.to.to_be_bytes());
+                copy(&mut rr[20..28], &a.data.to_be_bytes());
+                copy(&mut rr[28..36], &a.data_mask.to_be_bytes());
+                copy(&mut rr[36..44], &a.compare.to_be_bytes());
+                copy(&mut rr[44..52], &a.compare_mask.to_be_bytes());
+            }
+            (Opcode::AtomicResponse, RdmapHeader::AtomicResponse(a)) => {
+                copy(&mut rr[0..4], &a.req_id.to_be_bytes());
+                copy(&mut rr[4..12], &a.orig.to_be_bytes());
+            }
+            (op, RdmapHeader::None) if !op.is_single() => {}
+            _ => return None,
         }
         Some(len)
     }
 }
 
 impl Segment {
-    /// Checks the payload length of a segment with this header: a read request carries
-    /// nothing after its header.
+    /// Checks the payload length of a segment with this header: a read request and RFC
+    /// 7306's messages carry nothing after their headers (for immediate data, exactly its 8
+    /// bytes).
     pub const fn check_payload_len(&self, payload_len: usize) -> Result<(), TermCode> {
-        if matches!(self.opcode, Opcode::ReadRequest) && payload_len != 0 {
+        let bare = matches!(self.opcode, Opcode::ReadRequest) || self.opcode.is_extension();
+        if bare && payload_len != 0 {
             return Err(TermCode::DDP_UT_INVALID_MO);
         }
         Ok(())
@@ -505,44 +715,59 @@ pub fn parse(ulpdu: &[u8]) -> Result<(Segment, usize), TermCode> {
             inv_stag: be32(h, 2),
         }
     };
-    let mut seg = Segment {
-        opcode,
-        last,
-        placement,
-        read: None,
-        terminate: None,
-    };
-    match opcode {
-        Opcode::ReadRequest => {
-            // A read request is one whole segment.
-            if !last {
-                return Err(TermCode::DDP_UT_INVALID_MO);
-            }
-            let rr = &h[UNTAGGED_HDR_LEN..];
-            seg.read = Some(ReadRequest {
-                sink_stag: be32(rr, 0),
-                sink_to: be64(rr, 4),
-                size: be32(rr, 12),
-                source_stag: be32(rr, 16),
-                source_to: be64(rr, 20),
-            });
-        }
-        Opcode::Terminate => {
-            if !last {
-                return Err(TermCode::DDP_UT_INVALID_MO);
-            }
-            seg.terminate = Some(
-                Terminate::from_word(be32(h, UNTAGGED_HDR_LEN)).ok_or(TermCode::RDMAP_OPCODE)?,
-            );
-        }
-        _ => {}
-    }
-    if let Placement::Untagged { mo, .. } = placement {
-        if mo != 0 && matches!(opcode, Opcode::ReadRequest | Opcode::Terminate) {
+    // Read requests, terminates and the extensions are one whole segment each.
+    if opcode.is_single() {
+        let mo = match placement {
+            Placement::Untagged { mo, .. } => mo,
+            Placement::Tagged { .. } => 0,
+        };
+        if !last || mo != 0 {
             return Err(TermCode::DDP_UT_INVALID_MO);
         }
     }
-    Ok((seg, len))
+    let rr = &h[UNTAGGED_HDR_LEN.min(len)..];
+    let rdmap = match opcode {
+        Opcode::ReadRequest => RdmapHeader::ReadRequest(ReadRequest {
+            sink_stag: be32(rr, 0),
+            sink_to: be64(rr, 4),
+            size: be32(rr, 12),
+            source_stag: be32(rr, 16),
+            source_to: be64(rr, 20),
+        }),
+        Opcode::Terminate => {
+            RdmapHeader::Terminate(Terminate::from_word(be32(rr, 0)).ok_or(TermCode::RDMAP_OPCODE)?)
+        }
+        Opcode::ImmediateData | Opcode::ImmediateDataSe => RdmapHeader::Immediate(be64(rr, 0)),
+        Opcode::AtomicRequest => RdmapHeader::AtomicRequest(AtomicRequest {
+            // The AOpCode is the low 4 bits of the first word; the rest is reserved.
+            op: match rr[3] & 0x0f {
+                0 => AtomicOp::FetchAdd,
+                2 => AtomicOp::CmpSwap,
+                _ => return Err(TermCode::RDMAP_OPCODE),
+            },
+            req_id: be32(rr, 4),
+            stag: be32(rr, 8),
+            to: be64(rr, 12),
+            data: be64(rr, 20),
+            data_mask: be64(rr, 28),
+            compare: be64(rr, 36),
+            compare_mask: be64(rr, 44),
+        }),
+        Opcode::AtomicResponse => RdmapHeader::AtomicResponse(AtomicResponse {
+            req_id: be32(rr, 0),
+            orig: be64(rr, 4),
+        }),
+        _ => RdmapHeader::None,
+    };
+    Ok((
+        Segment {
+            opcode,
+            last,
+            placement,
+            rdmap,
+        },
+        len,
+    ))
 }
 
 /// The receive side's state of one untagged queue: which message comes next and how much of
@@ -657,11 +882,11 @@ pub struct Segmenter {
 impl Segmenter {
     /// Plans `total` bytes sent with the header `first` (its last flag is ignored) in ULPDUs
     /// of at most `mulpdu` bytes. `None` if `mulpdu` leaves no room for payload after the
-    /// header, or if the opcode carries no payload (read request, terminate) and `total` is
-    /// not 0.
+    /// header, or if the opcode carries no payload (read request, terminate, RFC 7306's
+    /// messages) and `total` is not 0.
     pub fn new(first: Segment, total: u32, mulpdu: u16) -> Option<Self> {
         let step = usize::from(mulpdu).checked_sub(first.header_len())?;
-        if step == 0 || (matches!(first.opcode, Opcode::ReadRequest) && total != 0) {
+        if step == 0 || (first.opcode.is_single() && total != 0) {
             return None;
         }
         Some(Self {
@@ -730,8 +955,7 @@ mod tests {
                 mo,
                 inv_stag: 0,
             },
-            read: None,
-            terminate: None,
+            rdmap: RdmapHeader::None,
         }
     }
 
@@ -755,8 +979,7 @@ mod tests {
                 stag: 0x1234_5678,
                 to: 0x1122_3344_5566_7788,
             },
-            read: None,
-            terminate: None,
+            rdmap: RdmapHeader::None,
         };
         let mut b = [0u8; 64];
         assert_eq!(w.write(&mut b), Some(14));
@@ -774,14 +997,13 @@ mod tests {
                 mo: 0,
                 inv_stag: 0,
             },
-            read: Some(ReadRequest {
+            rdmap: RdmapHeader::ReadRequest(ReadRequest {
                 sink_stag: 1,
                 sink_to: 2,
                 size: 3,
                 source_stag: 4,
                 source_to: 5,
             }),
-            terminate: None,
         };
         assert_eq!(r.write(&mut b), Some(46));
         assert_eq!(b[1], 0x41);
@@ -804,7 +1026,7 @@ mod tests {
         v[1] &= 0x3f;
         assert_eq!(parse(&v), Err(TermCode::RDMAP_VERSION));
         let mut v = b;
-        v[1] = 0x48;
+        v[1] = 0x4c;
         assert_eq!(parse(&v), Err(TermCode::RDMAP_OPCODE));
         let mut v = b;
         v[0] |= 0x80; // tagged send
@@ -866,9 +1088,119 @@ mod tests {
         assert!(Segmenter::new(send(3, 0, false), 1, 18).is_none());
     }
 
+    #[test]
+    fn rfc7306_layouts() {
+        let mut b = [0u8; MAX_HDR_LEN];
+        let untagged = |opcode: Opcode, msn, rdmap| Segment {
+            opcode,
+            last: true,
+            placement: Placement::Untagged {
+                qn: opcode.queue().unwrap(),
+                msn,
+                mo: 0,
+                inv_stag: 0,
+            },
+            rdmap,
+        };
+        let imm = untagged(
+            Opcode::ImmediateDataSe,
+            4,
+            RdmapHeader::Immediate(0x0102_0304_0506_0708),
+        );
+        assert_eq!(imm.write(&mut b), Some(26));
+        assert_eq!(b[..2], [0x41, 0x49]);
+        assert_eq!(b[6..10], [0, 0, 0, 0]);
+        assert_eq!(b[18..26], [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(parse(&b[..26]), Ok((imm, 26)));
+        assert_eq!(imm.check_payload_len(8), Err(TermCode::DDP_UT_INVALID_MO));
+
+        let req = AtomicRequest::cmp_swap(0x11, 0x2233_4455, 0x1000, 5, 6);
+        let a = untagged(Opcode::AtomicRequest, 9, RdmapHeader::AtomicRequest(req));
+        assert_eq!(a.write(&mut b), Some(70));
+        assert_eq!(b[1], 0x4a);
+        assert_eq!(b[6..10], [0, 0, 0, 1]);
+        assert_eq!(b[18..22], [0, 0, 0, 2]);
+        assert_eq!(b[22..26], [0, 0, 0, 0x11]);
+        assert_eq!(b[26..30], [0x22, 0x33, 0x44, 0x55]);
+        assert_eq!(b[30..38], [0, 0, 0, 0, 0, 0, 0x10, 0]);
+        assert_eq!(b[38..46], [0, 0, 0, 0, 0, 0, 0, 6]);
+        assert_eq!(b[46..54], [0xff; 8]);
+        assert_eq!(b[54..62], [0, 0, 0, 0, 0, 0, 0, 5]);
+        assert_eq!(b[62..70], [0xff; 8]);
+        assert_eq!(parse(&b[..70]), Ok((a, 70)));
+        // Reserved bits of the AOpCode word are ignored; undefined AOpCodes are refused.
+        b[18] = 0xf0;
+        assert_eq!(parse(&b[..70]), Ok((a, 70)));
+        b[21] = 1;
+        assert_eq!(parse(&b[..70]), Err(TermCode::RDMAP_OPCODE));
+
+        let resp = untagged(
+            Opcode::AtomicResponse,
+            1,
+            RdmapHeader::AtomicResponse(AtomicResponse {
+                req_id: 7,
+                orig: u64::MAX - 1,
+            }),
+        );
+        assert_eq!(resp.write(&mut b), Some(30));
+        assert_eq!(b[6..10], [0, 0, 0, 3]);
+        assert_eq!(b[18..22], [0, 0, 0, 7]);
+        assert_eq!(parse(&b[..30]), Ok((resp, 30)));
+        // The wrong queue, or more than one segment, is refused.
+        b[9] = 0;
+        assert_eq!(parse(&b[..30]), Err(TermCode::DDP_UT_INVALID_QN));
+        b[9] = 3;
+        b[0] &= !0x40;
+        assert_eq!(parse(&b[..30]), Err(TermCode::DDP_UT_INVALID_MO));
+        // A header that is not the opcode's is not written.
+        let mut wrong = resp;
+        wrong.rdmap = RdmapHeader::None;
+        assert_eq!(wrong.write(&mut b), None);
+    }
+
+    #[test]
+    fn atomic_semantics() {
+        let fa = AtomicRequest::fetch_add(0, 0, 0, 5);
+        assert!(fa.is_plain());
+        assert_eq!(fa.apply(u64::MAX), 4);
+        let cs = AtomicRequest::cmp_swap(0, 0, 0, 7, 9);
+        assert!(cs.is_plain());
+        assert_eq!(cs.apply(7), 9);
+        assert_eq!(cs.apply(8), 8);
+        // Two 32-bit fields: no carry from the low one into the high one.
+        let two = AtomicRequest {
+            data_mask: 0x8000_0000_8000_0000,
+            ..AtomicRequest::fetch_add(0, 0, 0, 0x0000_0001_0000_0001)
+        };
+        assert!(!two.is_plain());
+        assert_eq!(two.apply(0x0000_0005_ffff_ffff), 0x0000_0006_0000_0000);
+        // Compare and swap of the low byte only.
+        let low = AtomicRequest {
+            data_mask: 0xff,
+            compare_mask: 0xff,
+            ..AtomicRequest::cmp_swap(0, 0, 0, 0x12, 0xab)
+        };
+        assert_eq!(low.apply(0x7700_0012), 0x7700_00ab);
+        assert_eq!(low.apply(0x7700_0013), 0x7700_0013);
+    }
+
+    /// RFC 7306's bit-by-bit add: the carry out of a bit set in the mask is dropped.
+    fn ripple_add(a: u64, b: u64, mask: u64) -> u64 {
+        let (mut carry, mut sum) = (false, 0u64);
+        for i in 0..64 {
+            let bit = 1u64 << i;
+            let (x, y) = (a & bit != 0, b & bit != 0);
+            if x ^ y ^ carry {
+                sum |= bit;
+            }
+            carry = ((x && y) || (carry && (x ^ y))) && mask & bit == 0;
+        }
+        sum
+    }
+
     fn any_segment() -> impl Strategy<Value = Segment> {
         (
-            0u8..8,
+            0u8..12,
             any::<bool>(),
             any::<u32>(),
             any::<u64>(),
@@ -882,28 +1214,52 @@ mod tests {
                     Some(qn) => Placement::Untagged {
                         qn,
                         msn,
-                        mo: if qn == QN_SEND { mo } else { 0 },
+                        mo: if opcode.is_single() { 0 } else { mo },
                         inv_stag: a,
                     },
                 };
-                let single = matches!(opcode, Opcode::ReadRequest | Opcode::Terminate);
-                Segment {
-                    opcode,
-                    last: last || single,
-                    placement,
-                    read: (opcode == Opcode::ReadRequest).then_some(ReadRequest {
+                let rdmap = match opcode {
+                    Opcode::ReadRequest => RdmapHeader::ReadRequest(ReadRequest {
                         sink_stag: a,
                         sink_to: to,
                         size: msn,
                         source_stag: mo,
                         source_to: !to,
                     }),
-                    terminate: (opcode == Opcode::Terminate).then_some(Terminate {
+                    Opcode::Terminate => RdmapHeader::Terminate(Terminate {
                         code: TermCode::RDMAP_ACCESS,
                         segment_len_valid: last,
                         ddp_header: true,
                         rdmap_header: false,
                     }),
+                    Opcode::ImmediateData | Opcode::ImmediateDataSe => {
+                        RdmapHeader::Immediate(to.rotate_left(msn))
+                    }
+                    Opcode::AtomicRequest => RdmapHeader::AtomicRequest(AtomicRequest {
+                        op: if last {
+                            AtomicOp::FetchAdd
+                        } else {
+                            AtomicOp::CmpSwap
+                        },
+                        req_id: msn,
+                        stag: a,
+                        to,
+                        data: !to,
+                        data_mask: to.rotate_left(7),
+                        compare: u64::from(mo),
+                        compare_mask: to.rotate_left(13),
+                    }),
+                    Opcode::AtomicResponse => RdmapHeader::AtomicResponse(AtomicResponse {
+                        req_id: a,
+                        orig: to,
+                    }),
+                    _ => RdmapHeader::None,
+                };
+                Segment {
+                    opcode,
+                    last: last || opcode.is_single(),
+                    placement,
+                    rdmap,
                 }
             })
     }
@@ -926,6 +1282,12 @@ mod tests {
                 // Reserved bits aside, the header reads back the same.
                 prop_assert_eq!(parse(&out[..n]).map(|(s, _)| s), Ok(seg));
             }
+        }
+
+        #[test]
+        fn masked_add_is_the_rfcs(a: u64, b: u64, mask: u64) {
+            prop_assert_eq!(masked_add(a, b, mask), ripple_add(a, b, mask));
+            prop_assert_eq!(masked_add(a, b, 0), a.wrapping_add(b));
         }
 
         #[test]

@@ -46,6 +46,14 @@ const FLAG_CRC: u8 = 0x40;
 const FLAG_REJECT: u8 = 0x20;
 /// Request/reply flags byte (revision 2): the private data starts with RFC 6581's IRD/ORD.
 const FLAG_ENHANCED: u8 = 0x10;
+/// Request flags byte, a reserved bit of RFC 5044 (oxiwarp's): the initiator offers RFC
+/// 7306's extensions. RFC 7306 leaves their negotiation to each implementation; a receiver
+/// ignores reserved bits, as RFC 5044 asks.
+const FLAG_EXT_OFFER: u8 = 0x04;
+/// Reply flags byte, a reserved bit (oxiwarp's): the responder takes the offer. A bit other
+/// than the offer's, because siw answers with its copy of the request's flags byte, so an
+/// echoed offer must not read as an acceptance.
+const FLAG_EXT_ACCEPT: u8 = 0x02;
 
 /// IRD word: peer-to-peer mode (a ready-to-receive message follows the reply).
 const P2P: u16 = 0x8000;
@@ -98,10 +106,20 @@ pub struct RrHeader {
     pub reject: bool,
     /// The private data starts with RFC 6581's IRD/ORD words (revision 2 only).
     pub enhanced: bool,
+    /// RFC 7306's extensions offered (request) or taken (reply): oxiwarp's reserved bits.
+    pub rdmap_ext: bool,
     /// MPA revision, 1 or 2.
     pub revision: u8,
     /// Bytes of private data after the header (IRD/ORD words included).
     pub pd_len: u16,
+}
+
+/// The flags byte's bit that says the extensions are offered or taken in a frame of `kind`.
+const fn ext_flag(kind: RrKind) -> u8 {
+    match kind {
+        RrKind::Request => FLAG_EXT_OFFER,
+        RrKind::Reply => FLAG_EXT_ACCEPT,
+    }
 }
 
 impl RrHeader {
@@ -135,6 +153,7 @@ impl RrHeader {
             crc: flags & FLAG_CRC != 0,
             reject: kind == RrKind::Reply && flags & FLAG_REJECT != 0,
             enhanced,
+            rdmap_ext: flags & ext_flag(kind) != 0,
             revision,
             pd_len,
         })
@@ -153,7 +172,12 @@ impl RrHeader {
         b[16] = (if self.markers { FLAG_MARKERS } else { 0 })
             | (if self.crc { FLAG_CRC } else { 0 })
             | (if self.reject { FLAG_REJECT } else { 0 })
-            | (if self.enhanced { FLAG_ENHANCED } else { 0 });
+            | (if self.enhanced { FLAG_ENHANCED } else { 0 })
+            | (if self.rdmap_ext {
+                ext_flag(self.kind)
+            } else {
+                0
+            });
         b[17] = self.revision;
         copy(&mut b[18..20], &self.pd_len.to_be_bytes());
         b
@@ -244,6 +268,8 @@ pub struct Policy {
     /// Peer-to-peer mode: the ready-to-receive messages this side can send (as initiator)
     /// or accept (as responder); `None` for client-server mode.
     pub rtr: Option<RtrSet>,
+    /// Offer (initiator) or take (responder) RFC 7306's extensions.
+    pub rdmap_ext: bool,
 }
 
 /// The parameters both sides use once the reply is through.
@@ -263,6 +289,8 @@ pub struct Negotiated {
     pub ord: u16,
     /// The ready-to-receive message (peer-to-peer mode).
     pub rtr: Option<Rtr>,
+    /// Both sides speak RFC 7306's extensions (immediate data, atomics).
+    pub rdmap_ext: bool,
 }
 
 impl Policy {
@@ -282,6 +310,7 @@ impl Policy {
             crc: self.crc,
             reject: false,
             enhanced,
+            rdmap_ext: self.rdmap_ext,
             revision: self.revision,
             pd_len: pd_len(enhanced, ulp_pd_len)?,
         };
@@ -331,12 +360,14 @@ impl Policy {
             rtr: rtr_set(rtr),
         });
         let crc = self.crc || req.crc;
+        let rdmap_ext = self.rdmap_ext && req.rdmap_ext && !reject;
         let header = RrHeader {
             kind: RrKind::Reply,
             markers: self.markers,
             crc,
             reject,
             enhanced,
+            rdmap_ext,
             revision,
             pd_len: pd_len(enhanced, ulp_pd_len)?,
         };
@@ -348,6 +379,7 @@ impl Policy {
             ird,
             ord,
             rtr,
+            rdmap_ext,
         };
         Ok((header, reply_words, negotiated))
     }
@@ -397,6 +429,7 @@ impl Policy {
             ird: self.ird,
             ord,
             rtr,
+            rdmap_ext: self.rdmap_ext && req.rdmap_ext && rep.rdmap_ext,
         })
     }
 }
@@ -729,6 +762,7 @@ mod tests {
             ird: 128,
             ord: 128,
             rtr: None,
+            rdmap_ext: false,
         }
     }
 
@@ -857,6 +891,38 @@ mod tests {
         let mut rejected = rep;
         rejected.reject = true;
         assert_eq!(ini.complete(&req, &rejected, rw), Err(RrError::Rejected));
+    }
+
+    #[test]
+    fn negotiation_rdmap_extensions() {
+        let ext = Policy {
+            rdmap_ext: true,
+            ..policy(2)
+        };
+        let (req, w) = ext.request(0).unwrap();
+        let b = req.to_bytes();
+        assert_eq!(b[16], 0x54);
+        assert_eq!(RrHeader::parse(&b, RrKind::Request), Ok(req));
+        // Both sides speak them.
+        let (rep, rw, r) = ext.reply(&req, w, 0, false).unwrap();
+        assert_eq!(rep.to_bytes()[16], 0x52);
+        assert!(r.rdmap_ext);
+        assert!(ext.complete(&req, &rep, rw).unwrap().rdmap_ext);
+        // A responder that does not.
+        let (rep, rw, r) = policy(2).reply(&req, w, 0, false).unwrap();
+        assert!(!r.rdmap_ext);
+        assert!(!ext.complete(&req, &rep, rw).unwrap().rdmap_ext);
+        // A responder that echoes the request's flags byte (siw) has not taken the offer.
+        let mut echo = rep.to_bytes();
+        echo[16] = b[16];
+        let echoed = RrHeader::parse(&echo, RrKind::Reply).unwrap();
+        assert!(!echoed.rdmap_ext);
+        assert!(!ext.complete(&req, &echoed, rw).unwrap().rdmap_ext);
+        // An initiator that does not offer them.
+        let (plain, pw) = policy(2).request(0).unwrap();
+        let (rep, rw, r) = ext.reply(&plain, pw, 0, false).unwrap();
+        assert!(!r.rdmap_ext && !rep.rdmap_ext);
+        assert!(!policy(2).complete(&plain, &rep, rw).unwrap().rdmap_ext);
     }
 
     #[test]

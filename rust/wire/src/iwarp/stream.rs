@@ -345,7 +345,7 @@ fn copy(dst: &mut [u8], src: &[u8]) {
 mod tests {
     extern crate std;
 
-    use super::super::ddp::{Opcode, Placement, QN_SEND};
+    use super::super::ddp::{Opcode, Placement, RdmapHeader, QN_SEND};
     use super::super::mpa::Framer;
     use super::*;
     use proptest::prelude::*;
@@ -362,8 +362,7 @@ mod tests {
                 mo,
                 inv_stag: 0,
             },
-            read: None,
-            terminate: None,
+            rdmap: RdmapHeader::None,
         };
         let mut b = [0u8; 18];
         s.write(&mut b).unwrap();
