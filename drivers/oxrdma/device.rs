@@ -129,7 +129,10 @@ impl OxDevice {
     ) -> Result<Self> {
         let pd_ids = Ida::new(1, limits::MAX_PD as u32)?;
         let roce = RoceDev::new(netdev.clone(), rx.crc(), rx.crc32c())?;
-        let iw = IwCm::new(roce.clone())?;
+        let iw = IwCm::new(
+            roce.clone(),
+            kind == NodeKind::Iwarp && crate::ox::params::iwarp_ext(),
+        )?;
         // Last: from here the receiver holds the device until `unregistered` (also when the
         // registration fails: ib_core then calls `dealloc_driver` too).
         if kind == NodeKind::Roce {
@@ -195,8 +198,9 @@ impl Driver for OxDevice {
     fn query_device(dev: &Device<Self>) -> DeviceAttrs {
         use limits::*;
         // An iWARP device offers RC QPs only (with SRQs): no address handles or multicast.
-        // Its atomics are RFC 7306's, which work only with peers that negotiate them (oxiwarp,
-        // with the `iwarp_ext` module parameter on); with others they fail locally.
+        // Its atomics are RFC 7306's, which work only with peers that negotiate them (oxiwarp),
+        // and only on a device created while the module parameter `iwarp_ext` was on; with
+        // other peers they fail locally.
         let roce = dev.kind == NodeKind::Roce;
         let only_roce = |v: i32| if roce { v } else { 0 };
         DeviceAttrs {
@@ -224,7 +228,7 @@ impl Driver for OxDevice {
             max_srq_sge: MAX_SGE,
             max_fast_reg_page_list_len: MAX_FAST_REG_PAGES,
             // Atomics use the CPU's own atomic instructions on the target memory.
-            atomic_glob: roce || crate::ox::params::iwarp_ext(),
+            atomic_glob: roce || dev.iw.rdmap_ext(),
             max_pkeys: 1,
             max_ah: only_roce(MAX_AH),
             max_mcast_grp: only_roce(MAX_MCAST_GRP),

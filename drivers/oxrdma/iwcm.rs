@@ -128,6 +128,9 @@ impl<T: Wake> TcpEvents for Waker<T> {
 #[pin_data]
 pub(crate) struct IwCm {
     dev: Arc<RoceDev>,
+    /// The device offers and takes RFC 7306's extensions (the module parameter
+    /// `iwarp_ext` when the device was created: its attributes do not change).
+    rdmap_ext: bool,
     tokens: Arc<Ida>,
     #[pin]
     table: Mutex<Table>,
@@ -174,16 +177,23 @@ impl<T> Slots<T> {
 }
 
 impl IwCm {
-    pub(crate) fn new(dev: Arc<RoceDev>) -> Result<Arc<Self>> {
+    /// The connection manager of the device `dev`; `rdmap_ext`: it speaks RFC 7306.
+    pub(crate) fn new(dev: Arc<RoceDev>, rdmap_ext: bool) -> Result<Arc<Self>> {
         let tokens = Ida::new(1, MAX_PENDING)?;
         Arc::pin_init(
             pin_init!(Self {
                 dev,
+                rdmap_ext,
                 tokens,
                 table <- new_mutex!(Table::default(), "oxrdma_iwcm"),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Whether the device speaks RFC 7306's extensions (with peers that do).
+    pub(crate) fn rdmap_ext(&self) -> bool {
+        self.rdmap_ext
     }
 
     /// A new TCP socket in the device's namespace, for `addr`'s family.
@@ -316,7 +326,7 @@ impl IwCm {
             // or read as its ready-to-receive message (a zero-length send would take a
             // receive WQE the ULP did not post for it).
             rtr: Some(RTR_TYPES),
-            rdmap_ext: params::iwarp_ext(),
+            rdmap_ext: self.rdmap_ext,
         };
         let pd = params.private_data;
         let pd_len = u16::try_from(pd.len()).map_err(|_| EINVAL)?;
@@ -393,7 +403,7 @@ impl IwCm {
                 };
                 (offer.write || offer.read).then_some(offer)
             },
-            rdmap_ext: params::iwarp_ext(),
+            rdmap_ext: self.rdmap_ext,
         };
         let pd_len = u16::try_from(params.private_data.len()).map_err(|_| EINVAL)?;
         let (req, words) = policy.request(pd_len).map_err(|_| EINVAL)?;

@@ -36,9 +36,10 @@ pub fn iwarp_zcopy() -> u32 {
     unsafe { bindings::oxrdma_param_iwarp_zcopy() }
 }
 
-/// `iwarp_ext`: oxiwarp offers (as initiator) and takes (as responder) RFC 7306's immediate
-/// data and atomics, which are used on a connection only when both sides said so in the MPA
-/// exchange. Read at each connection setup; writable at any time.
+/// `iwarp_ext`: the oxiwarp devices created from now on offer (as initiators) and take (as
+/// responders) RFC 7306's immediate data and atomics, which a connection uses only when both
+/// sides said so in the MPA exchange, and report atomics in their attributes. Read when a
+/// device is created; writable at any time.
 pub fn iwarp_ext() -> bool {
     // SAFETY: reads a module-lifetime static once.
     unsafe { bindings::oxrdma_param_iwarp_ext() }

@@ -190,7 +190,7 @@ u32 oxrdma_param_iwarp_p2p(void)
 static bool iwarp_ext = true;
 module_param(iwarp_ext, bool, 0644);
 MODULE_PARM_DESC(iwarp_ext,
-		 "oxiwarp offers and takes RFC 7306's extensions (immediate data, atomics), which only oxiwarp peers speak (default: on)");
+		 "oxiwarp devices created from now on offer and take RFC 7306's extensions (immediate data, atomics), which only oxiwarp peers speak (default: on)");
 
 bool oxrdma_param_iwarp_ext(void)
 {

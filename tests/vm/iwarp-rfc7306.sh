@@ -6,9 +6,15 @@
 # bytes solicited, 1 MiB + 3 bytes) each completing one receive with the WRITE's length and
 # the immediate; fetch-and-add and compare-and-swap (taken and not) returning the original
 # values, the target's final value and every written byte checked; once with CRCs, once with
-# markers too; perftest's ib_atomic_bw (both operations) and ib_atomic_lat over rdma_cm. A fetch-and-add at an address that is not 8-byte aligned is refused when
+# markers too; perftest's ib_atomic_bw (both operations) and ib_atomic_lat over rdma_cm.
+# A scripted peer (tests/vm/iwarp/mpa-peer.py, MPA over a plain TCP socket) checks the wire:
+# the negotiation bits, an atomic response's queue, sequence number, identifier and value,
+# and the TERMINATE each hostile message gets (an atomic response nobody asked for, an
+# unknown STag, a reserved atomic opcode, a misaligned target, immediate data without
+# RFC 7306), the server's QP failing each time and the kernel staying clean. A fetch-and-add at an address that is not 8-byte aligned is refused when
 # posted and leaves memory as it was. Where the extensions are not negotiated (oxiwarp with
-# iwarp_ext off; siw, which echoes the request's flags byte in its reply), a WRITE with
+# devices created with iwarp_ext off; siw, which echoes the request's flags byte in its
+# reply), a WRITE with
 # immediate completes at once with a local QP operation error and the connection itself
 # works. Nothing is left behind and the module unloads.
 set -euo pipefail
@@ -56,7 +62,40 @@ perftest_pair "$NS_B" "$NS_A" 18515 120 ib_atomic_lat -R -F -p 18515 -n 200 -d o
 info "ib_atomic_lat -R: $(perftest_row ib_atomic_lat 8 200 "$PAIR_CLIENT_OUT")"
 no_qp_cm_id_left "oxiwarp to oxiwarp"
 
+# peer_case CASE: one connection of the scripted peer to ext.c's server.
+peer_case() {
+	local c=$1 spid out
+	ip netns exec "$NS_B" "$ext" server "$NS_B_IP4" 7475 noext >"$OX_TMP/server.$c" 2>&1 &
+	spid=$!
+	wait_until 10 _ox_listening "$spid" 7475 "$NS_B" || fail "peer $c: the server does not listen"
+	out=$(ip netns exec "$NS_A" timeout 60 python3 "$OX_ROOT/tests/vm/iwarp/mpa-peer.py" \
+		"$NS_B_IP4" 7475 "$c" 2>&1) || true
+	printf '%s\n' "$out"
+	expect_match "$out" "^mpa-peer $c: ok$" "scripted peer: $c"
+	wait_until 30 _ox_exited "$spid" || fail "peer $c: the server did not end"
+	wait "$spid" || true
+	if [ "$c" = good ]; then
+		expect_match "$(<"$OX_TMP/server.$c")" '^server: ok$' "scripted peer: $c: the server's view"
+	else
+		expect_match "$(<"$OX_TMP/server.$c")" 'completion status' \
+			"scripted peer: $c: the server's QP failed"
+	fi
+}
+echo N >/sys/module/oxrdma/parameters/iwarp_crc
+for c in good no-offer stray-resp bad-stag bad-aopcode misaligned; do
+	peer_case "$c"
+done
+echo Y >/sys/module/oxrdma/parameters/iwarp_crc
+no_qp_cm_id_left "scripted peer"
+
+# The parameter counts for devices created after it changed.
 echo N >/sys/module/oxrdma/parameters/iwarp_ext
+expect_match "$(ip netns exec "$NS_A" ibv_devinfo -v -d oxa_i)" 'atomic_cap:[[:space:]]*ATOMIC_GLOB' \
+	"iwarp_ext off: a device created before keeps its attributes"
+link_del -n "$NS_A" oxa_i
+link_del -n "$NS_B" oxb_i
+rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
+rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
 expect_match "$(ip netns exec "$NS_A" ibv_devinfo -v -d oxa_i)" 'atomic_cap:[[:space:]]*ATOMIC_NONE' \
 	"iwarp_ext off: no atomics offered"
 ext_run "iwarp_ext off: nothing negotiated" noext "$NS_B" "$NS_A" "$NS_B_IP4"

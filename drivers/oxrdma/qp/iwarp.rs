@@ -3,7 +3,8 @@
 //! TCP connection (RFC 5040, 5041, 5044).
 //!
 //! Two parts, two locks. The protocol state ([`IwProto`]: framing, message sequence numbers,
-//! the message being sent, inbound RDMA READs to answer, the segment being received) is in
+//! the message being sent, inbound RDMA READs and atomics to answer, the segment being
+//! received) is in
 //! the QP's [`QpState`], under its spinlock, like the RoCE engine's. The socket's transmit
 //! side and its buffers ([`IwIo`]) are under a sleeping mutex, taken first, only in process
 //! context: the QP's work item, or the doorbell system call of a process.
@@ -12,8 +13,8 @@
 //! receive softirq, or the socket owner's backlog processing), which reads the socket's
 //! buffers in place and feeds them to the deframer under the QP's lock; payload goes straight
 //! from the socket's buffers into its destination (one copy), and receive completions are
-//! posted right there. What needs the transmit side (an RDMA READ to answer, a freed READ
-//! credit, the end of the connection) queues the work item.
+//! posted right there. What needs the transmit side (an RDMA READ or atomic to answer, a
+//! freed ORD credit, the end of the connection) queues the work item.
 //!
 //! One run of [`QpInner::iw_run`] plans what can be sent ([`plan::TxPlan`]: FPDUs framed
 //! into the transmit buffer, or, on streams without CRCs and markers, their headers there and
@@ -25,7 +26,8 @@
 //! do) or, when payload left without a copy, once the peer acknowledged it (until then TCP
 //! may send those pages again, and the process must not reuse them: the socket's
 //! acknowledgements are watched from the first such payload on); an RDMA READ once its last
-//! response byte is placed; in posting order.
+//! response byte is placed, an atomic (RFC 7306) once its response brought the original
+//! value; in posting order.
 //!
 //! The end of a connection: the peer closing (end of stream) reports `Disconnect`; any error
 //! (a TERMINATE received or sent, the socket's error, the QP moved to the error state) aborts
@@ -67,7 +69,7 @@ const ZC_READ_RESPONSES: u32 = 1;
 const ZC_SEND_QUEUE: u32 = 2;
 /// Groups of completions waiting for acknowledgements a QP tracks (more are merged).
 const ACK_WAITS: usize = 16;
-/// Inbound RDMA READs a QP answers at once at most (its IRD).
+/// Inbound RDMA READs and atomics a QP answers at once at most (its IRD).
 pub(crate) const MAX_IRD: u16 = 128;
 
 /// This side's part in the ready-to-receive exchange of peer-to-peer mode (RFC 6581).
@@ -91,9 +93,9 @@ pub(crate) struct IwParams {
     pub(crate) markers_tx: bool,
     /// Markers in what this side receives.
     pub(crate) markers_rx: bool,
-    /// Inbound RDMA READs this side answers at once.
+    /// Inbound RDMA READs and atomics this side answers at once.
     pub(crate) ird: u16,
-    /// Outbound RDMA READs this side may have outstanding.
+    /// Outbound RDMA READs and atomics this side may have outstanding.
     pub(crate) ord: u16,
     /// Both sides speak RFC 7306's extensions.
     pub(crate) rdmap_ext: bool,
@@ -189,8 +191,8 @@ fn acked_up_to(acked: u32, end: u32) -> bool {
     acked.wrapping_sub(end) as i32 >= 0
 }
 
-/// An inbound request on the read request queue (RDMA READs and RFC 7306's atomics share
-/// it, and the IRD), answered in the order it came.
+/// A request on the read request queue (RDMA READs and RFC 7306's atomics share it, and
+/// the ORD and IRD), answered in the order it came.
 #[derive(Clone, Copy)]
 enum Inbound {
     Read(ReadRequest),
@@ -240,14 +242,13 @@ enum RxSeg {
 /// The message being sent from the send queue.
 struct TxMsg {
     seq: u64,
-    /// The first segment's header (placement at the message start).
+    /// The first segment's header (placement at the message start) of the message being
+    /// sent: the operation's, or the immediate data that follows an RDMA WRITE with
+    /// immediate.
     first: Segment,
     /// Payload bytes of the message.
     len: u32,
     sent: u32,
-    /// The message that follows as part of the same operation: the immediate data of an
-    /// RDMA WRITE with immediate.
-    then: Option<Segment>,
 }
 
 /// The protocol state of a connected QP (under the QP's lock).
@@ -283,7 +284,7 @@ pub(crate) struct IwProto {
     atomic_msn: u32,
     /// RDMA READs and atomics sent and not yet answered, oldest first (sequences): the
     /// responder answers them in this order.
-    reads_out: Fifo<u64>,
+    outstanding: Fifo<u64>,
     /// Bytes of the oldest READ's response placed.
     read_got: u64,
     rx_send: UntaggedQueue,
@@ -297,7 +298,7 @@ pub(crate) struct IwProto {
     rx_seg: RxSeg,
     /// The header of the segment being received.
     rx_hdr: Option<Segment>,
-    in_reads: Fifo<Inbound>,
+    inbound: Fifo<Inbound>,
     responding: Option<Responding>,
     /// Peer-to-peer mode: the initiator's ready-to-receive message, still to be sent.
     rtr_send: Option<Rtr>,
@@ -334,7 +335,7 @@ impl IwProto {
             send_msn: 0,
             read_msn: 0,
             atomic_msn: 0,
-            reads_out: Fifo::new(MAX_RD_ATOMIC)?,
+            outstanding: Fifo::new(MAX_RD_ATOMIC)?,
             read_got: 0,
             rx_send: UntaggedQueue::new(),
             rx_read: UntaggedQueue::new(),
@@ -344,7 +345,7 @@ impl IwProto {
             last_write: None,
             rx_seg: RxSeg::Discard,
             rx_hdr: None,
-            in_reads: Fifo::new(MAX_IRD.into())?,
+            inbound: Fifo::new(MAX_IRD.into())?,
             responding: None,
             rtr_send: match p.rtr {
                 RtrRole::Send(r) => Some(r),
@@ -509,7 +510,10 @@ impl QpInner {
             return Err(EINVAL);
         }
         if let Some(v) = a.access {
-            let all = access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ;
+            let all = access::LOCAL_WRITE
+                | access::REMOTE_WRITE
+                | access::REMOTE_READ
+                | access::REMOTE_ATOMIC;
             st.attrs.access = v & all;
         }
         set_max(
@@ -805,9 +809,9 @@ impl QpInner {
             iw.unflushed = 0;
             iw.zc_end = None;
             iw.acks_wait.clear();
-            iw.reads_out.clear();
+            iw.outstanding.clear();
             iw.responding = None;
-            iw.in_reads.clear();
+            iw.inbound.clear();
         }
         // A receive in progress is flushed with the rest of the receive queue.
         if let Some(p) = st.recv.take() {
@@ -881,21 +885,17 @@ impl QpInner {
                 op.sges.iter().map(|s| u64::from(s.length)).sum()
             };
             match (v.map(|v| v.opcode), u32::try_from(len)) {
+                // An RDMA WRITE with immediate needs RFC 7306 (both sides speak it).
                 (Ok(o @ (WrOpcode::Send | WrOpcode::SendWithInv | WrOpcode::RdmaWrite)), Ok(l))
                 | (Ok(o @ (WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv)), Ok(l))
-                    if l <= crate::device::limits::MAX_MSG_SZ =>
+                | (Ok(o @ WrOpcode::RdmaWriteWithImm), Ok(l))
+                    if l <= crate::device::limits::MAX_MSG_SZ
+                        && (ext || o != WrOpcode::RdmaWriteWithImm) =>
                 {
                     op.opcode = o;
                     op.len = l;
                 }
-                // RFC 7306, when both sides speak it: an RDMA WRITE with immediate, and
-                // atomics, whose original value lands in 8 bytes of the SGEs.
-                (Ok(o @ WrOpcode::RdmaWriteWithImm), Ok(l))
-                    if ext && l <= crate::device::limits::MAX_MSG_SZ =>
-                {
-                    op.opcode = o;
-                    op.len = l;
-                }
+                // RFC 7306's atomics, whose original value lands in 8 bytes of the SGEs.
                 (Ok(o @ (WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd)), Ok(8))
                     if ext && w.flags & WQE_FLAG_INLINE == 0 =>
                 {
@@ -941,8 +941,8 @@ impl QpInner {
         Ok(())
     }
 
-    /// Plans what can be sent into `plan` (empty; gathering payload in `scratch`): READ
-    /// responses first, then the send queue's operations in order.
+    /// Plans what can be sent into `plan` (empty; gathering payload in `scratch`): READ and
+    /// atomic responses first, then the send queue's operations in order.
     fn iw_fill(&self, st: &mut QpState, plan: &mut TxPlan, scratch: &mut [u8]) {
         if !matches!(st.state, St::Rts | St::Sqd) {
             return;
@@ -978,7 +978,7 @@ impl QpInner {
             if plan.room() < worst || plan.slots() < ITEMS_PER_FPDU {
                 return;
             }
-            let built = if iw.responding.is_some() || !iw.in_reads.is_empty() {
+            let built = if iw.responding.is_some() || !iw.inbound.is_empty() {
                 self.iw_respond(st, plan, scratch)
             } else {
                 self.iw_send_op(st, plan, scratch)
@@ -1140,8 +1140,8 @@ impl QpInner {
         Self::iw_build(iw, seg, 0, plan, &mut [], |_| true)?.ok_or(BROKEN)
     }
 
-    /// Frames the next segment of the READ response being sent (or starts the next one).
-    /// `Ok(None)` if there is none to send.
+    /// Frames the next segment of the READ response being sent, or starts answering the next
+    /// inbound request (a READ, or an atomic answered at once). `Ok(None)` if there is none.
     fn iw_respond(
         &self,
         st: &mut QpState,
@@ -1152,7 +1152,7 @@ impl QpInner {
             return Ok(None);
         };
         if iw.responding.is_none() {
-            let r = match iw.in_reads.pop() {
+            let r = match iw.inbound.pop() {
                 None => return Ok(None),
                 Some(Inbound::Read(r)) => r,
                 Some(Inbound::Atomic(a)) => return self.iw_atomic(iw, a, plan).map(Some),
@@ -1269,7 +1269,14 @@ impl QpInner {
                 }
             }
         }
-        .map_err(|e| Some(term_of(e, true)))?;
+        .map_err(|e| {
+            // The memory refused the atomic: a target not 8-byte aligned in memory (an MR
+            // whose address and iova differ modulo 8), as above.
+            Some(match e {
+                MrError::Fault => TermCode::RDMAP_CATASTROPHIC_STREAM,
+                e => term_of(e, true),
+            })
+        })?;
         iw.atomic_msn = iw.atomic_msn.wrapping_add(1);
         let seg = Segment {
             opcode: Rdmap::AtomicResponse,
@@ -1316,11 +1323,10 @@ impl QpInner {
                 return Ok(Some(0));
             }
             // A fenced operation waits for the READs before it.
-            if op.flags & WQE_FLAG_FENCE != 0 && !iw.reads_out.is_empty() {
+            if op.flags & WQE_FLAG_FENCE != 0 && !iw.outstanding.is_empty() {
                 return Ok(None);
             }
             let solicited = op.flags & WQE_FLAG_SOLICITED != 0;
-            let mut then = None;
             let first = match op.opcode {
                 WrOpcode::LocalInv | WrOpcode::RegMr => {
                     iw.finished |= bit(seq);
@@ -1347,43 +1353,20 @@ impl QpInner {
                         rdmap: RdmapHeader::None,
                     }
                 }
-                WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => {
-                    if op.opcode == WrOpcode::RdmaWriteWithImm {
-                        // RFC 7306: the WRITE (sent even when empty, so that the receiver
-                        // reports its length), then an immediate data message, which takes
-                        // a receive. Verbs' 32-bit immediate is the field's low half, its
-                        // bytes as the process stored them (as over RoCE).
-                        iw.send_msn = iw.send_msn.wrapping_add(1);
-                        let imm = u32::from_be_bytes(op.imm_or_inv.to_ne_bytes());
-                        then = Some(Segment {
-                            opcode: if solicited {
-                                Rdmap::ImmediateDataSe
-                            } else {
-                                Rdmap::ImmediateData
-                            },
-                            last: true,
-                            placement: Placement::Untagged {
-                                qn: QN_SEND,
-                                msn: iw.send_msn,
-                                mo: 0,
-                                inv_stag: 0,
-                            },
-                            rdmap: RdmapHeader::Immediate(imm.into()),
-                        });
-                    }
-                    Segment {
-                        opcode: Rdmap::Write,
-                        last: false,
-                        placement: Placement::Tagged {
-                            stag: op.rkey,
-                            to: op.remote_addr,
-                        },
-                        rdmap: RdmapHeader::None,
-                    }
-                }
+                // An RDMA WRITE with immediate is this WRITE (sent even when empty, so that
+                // the receiver reports its length), then its immediate data (below).
+                WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm => Segment {
+                    opcode: Rdmap::Write,
+                    last: false,
+                    placement: Placement::Tagged {
+                        stag: op.rkey,
+                        to: op.remote_addr,
+                    },
+                    rdmap: RdmapHeader::None,
+                },
                 WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd => {
                     // RFC 7306: on the read request queue, within the ORD like a READ.
-                    if iw.reads_out.len() >= usize::from(iw.ord) {
+                    if iw.outstanding.len() >= usize::from(iw.ord) {
                         return Ok(None);
                     }
                     let (id, stag, to) = (seq as u32, op.rkey, op.remote_addr);
@@ -1392,10 +1375,10 @@ impl QpInner {
                     } else {
                         AtomicRequest::fetch_add(id, stag, to, op.compare_add)
                     };
-                    read_queue(iw, RdmapHeader::AtomicRequest(a))
+                    read_queue(iw, Inbound::Atomic(a))
                 }
                 WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv => {
-                    if iw.reads_out.len() >= usize::from(iw.ord) {
+                    if iw.outstanding.len() >= usize::from(iw.ord) {
                         return Ok(None);
                     }
                     read_request(
@@ -1423,7 +1406,6 @@ impl QpInner {
                 first,
                 len,
                 sent: 0,
-                then,
             });
         }
         let mulpdu = usize::from(iw.mulpdu);
@@ -1440,7 +1422,7 @@ impl QpInner {
         if matches!(m.first.opcode, Rdmap::ReadRequest | Rdmap::AtomicRequest) {
             let seg = m.first;
             let n = Self::iw_frame(iw, &seg, plan)?;
-            if !iw.reads_out.push(seq) {
+            if !iw.outstanding.push(seq) {
                 return Err(Some(TermCode::RDMAP_CATASTROPHIC_STREAM));
             }
             iw.tx_msg = None;
@@ -1489,21 +1471,41 @@ impl QpInner {
             iw.tx_seq += 1;
             return Ok(Some(0));
         };
+        let imm_msn = iw.send_msn.wrapping_add(1);
         let Some(m) = iw.tx_msg.as_mut() else {
             return Err(BROKEN);
         };
         m.sent += n as u32;
-        if last {
-            if let Some(next) = m.then.take() {
-                // The operation goes on with its next message.
-                m.first = next;
-                m.len = 0;
-                m.sent = 0;
-            } else {
-                iw.tx_msg = None;
-                iw.tx_seq += 1;
-                iw.unflushed |= bit(seq);
-            }
+        if !last {
+            return Ok(Some(len));
+        }
+        if op.opcode == WrOpcode::RdmaWriteWithImm && m.first.opcode == Rdmap::Write {
+            // RFC 7306's immediate data message, which takes a receive. Verbs' 32-bit
+            // immediate is the field's low half, its bytes as the process stored them (as
+            // over RoCE).
+            let imm = u32::from_be_bytes(op.imm_or_inv.to_ne_bytes());
+            m.first = Segment {
+                opcode: if op.flags & WQE_FLAG_SOLICITED != 0 {
+                    Rdmap::ImmediateDataSe
+                } else {
+                    Rdmap::ImmediateData
+                },
+                last: true,
+                placement: Placement::Untagged {
+                    qn: QN_SEND,
+                    msn: imm_msn,
+                    mo: 0,
+                    inv_stag: 0,
+                },
+                rdmap: RdmapHeader::Immediate(imm.into()),
+            };
+            m.len = 0;
+            m.sent = 0;
+            iw.send_msn = imm_msn;
+        } else {
+            iw.tx_msg = None;
+            iw.tx_seq += 1;
+            iw.unflushed |= bit(seq);
         }
         Ok(Some(len))
     }
@@ -1546,15 +1548,15 @@ impl QpInner {
             *wake = true;
             return 0;
         }
-        let reads = iw.reads_out.len();
+        let reads = iw.outstanding.len();
         let waiting = iw.rtr_wait.is_some();
         self.iw_input(&mut st, piece);
         *wake |= match st.iw.as_ref() {
             Some(iw) => {
                 iw.abort
-                    || !iw.in_reads.is_empty()
+                    || !iw.inbound.is_empty()
                     || iw.responding.is_some()
-                    || iw.reads_out.len() < reads
+                    || iw.outstanding.len() < reads
                     || (waiting && iw.rtr_wait.is_none())
             }
             None => true,
@@ -1657,7 +1659,7 @@ impl QpInner {
                 let Some(iw) = st.iw.as_ref() else {
                     return Err(None);
                 };
-                let seq = iw.reads_out.front().ok_or(Some(TermCode::RDMAP_OPCODE))?;
+                let seq = iw.outstanding.front().ok_or(Some(TermCode::RDMAP_OPCODE))?;
                 let idx = (seq % REQ_WQES as u64) as usize;
                 let size = match st.ops[idx].as_ref() {
                     Some(o)
@@ -1685,7 +1687,7 @@ impl QpInner {
                     _ => return Err(Some(TermCode::RDMAP_OPCODE)),
                 };
                 // Within the IRD this side announced (shared by READs and atomics).
-                let queued = iw.in_reads.len() + usize::from(iw.responding.is_some());
+                let queued = iw.inbound.len() + usize::from(iw.responding.is_some());
                 if queued >= usize::from(iw.ird) {
                     return Err(Some(TermCode::DDP_UT_MSN_RANGE));
                 }
@@ -1700,7 +1702,7 @@ impl QpInner {
                     return Err(Some(TermCode::RDMAP_OPCODE));
                 };
                 // It answers the oldest request outstanding, which must be an atomic.
-                let seq = iw.reads_out.front().ok_or(Some(TermCode::RDMAP_OPCODE))?;
+                let seq = iw.outstanding.front().ok_or(Some(TermCode::RDMAP_OPCODE))?;
                 let idx = (seq % REQ_WQES as u64) as usize;
                 let atomic = st.ops[idx].as_ref().is_some_and(|o| {
                     matches!(
@@ -1816,6 +1818,13 @@ impl QpInner {
             return Ok(());
         };
         let dest = core::mem::replace(&mut iw.rx_seg, RxSeg::Discard);
+        // The WRITE just before an immediate data message is the one it reports; any other
+        // message of queues 0 and 1 in between ends that (READ and atomic responses, on
+        // other queues, may come in between).
+        let write_before = match seg.opcode.queue() {
+            Some(QN_SEND | QN_READ_REQUEST) if seg.last => iw.last_write.take(),
+            _ => None,
+        };
         match (seg.opcode, dest) {
             (Rdmap::Terminate, _) => {
                 iw.abort = true;
@@ -1827,12 +1836,12 @@ impl QpInner {
             }
             // A request is answered only once its whole segment passed the CRC.
             (_, RxSeg::Request(r)) => {
-                if !iw.in_reads.push(r) {
+                if !iw.inbound.push(r) {
                     return Err(Some(TermCode::DDP_UT_MSN_RANGE));
                 }
             }
             (Rdmap::AtomicResponse, RxSeg::AtomicResp { seq, orig }) => {
-                iw.reads_out.pop();
+                iw.outstanding.pop();
                 iw.finished |= bit(seq);
                 let idx = (seq % REQ_WQES as u64) as usize;
                 if let Some(op) = st.ops[idx].as_mut() {
@@ -1849,7 +1858,7 @@ impl QpInner {
                 if iw.read_got != size {
                     return Err(Some(TermCode::DDP_T_BASE_BOUNDS));
                 }
-                iw.reads_out.pop();
+                iw.outstanding.pop();
                 iw.read_got = 0;
                 iw.finished |= bit(seq);
                 self.iw_complete(st);
@@ -1866,10 +1875,13 @@ impl QpInner {
                     ..Default::default()
                 };
                 if let RdmapHeader::Immediate(v) = seg.rdmap {
-                    // An RDMA WRITE with immediate: the WRITE's length, verbs' immediate
-                    // from the field's low half.
-                    cqe.opcode = wc_opcode::RECV_RDMA_WITH_IMM;
-                    cqe.byte_len = iw.last_write.take().unwrap_or(0);
+                    // Verbs' immediate from the field's low half. After a WRITE: an RDMA
+                    // WRITE with immediate, of the WRITE's length; alone, like an empty
+                    // SEND with immediate.
+                    if let Some(len) = write_before {
+                        cqe.opcode = wc_opcode::RECV_RDMA_WITH_IMM;
+                        cqe.byte_len = len;
+                    }
                     cqe.wc_flags |= WC_FLAG_WITH_IMM;
                     cqe.imm_or_inv = u32::from_ne_bytes((v as u32).to_be_bytes());
                 }
@@ -1949,18 +1961,19 @@ fn gather_pages(
 /// The next message of the connection's read request queue (its message sequence number
 /// taken): the READ `r`.
 fn read_request(iw: &mut IwProto, r: ReadRequest) -> Segment {
-    read_queue(iw, RdmapHeader::ReadRequest(r))
+    read_queue(iw, Inbound::Read(r))
 }
 
 /// The next message of the connection's read request queue (its message sequence number
-/// taken), with the header `rdmap` of a READ or an atomic.
-fn read_queue(iw: &mut IwProto, rdmap: RdmapHeader) -> Segment {
+/// taken): the READ or atomic `r`.
+fn read_queue(iw: &mut IwProto, r: Inbound) -> Segment {
     iw.read_msn = iw.read_msn.wrapping_add(1);
+    let (opcode, rdmap) = match r {
+        Inbound::Read(r) => (Rdmap::ReadRequest, RdmapHeader::ReadRequest(r)),
+        Inbound::Atomic(a) => (Rdmap::AtomicRequest, RdmapHeader::AtomicRequest(a)),
+    };
     Segment {
-        opcode: match rdmap {
-            RdmapHeader::AtomicRequest(_) => Rdmap::AtomicRequest,
-            _ => Rdmap::ReadRequest,
-        },
+        opcode,
         last: true,
         placement: Placement::Untagged {
             qn: QN_READ_REQUEST,

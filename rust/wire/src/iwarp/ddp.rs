@@ -165,10 +165,16 @@ impl Opcode {
         )
     }
 
-    /// Whether a message of this opcode is one segment that carries nothing after its
-    /// header (read request, terminate and the extensions).
+    /// Whether a message of this opcode is one segment (read request, terminate and the
+    /// extensions).
     pub const fn is_single(self) -> bool {
-        matches!(self, Self::ReadRequest | Self::Terminate) || self.is_extension()
+        matches!(self, Self::Terminate) || self.is_bare()
+    }
+
+    /// Whether a segment of this opcode carries nothing after its header (read request and
+    /// the extensions; a terminate carries copies of the headers it reports).
+    pub const fn is_bare(self) -> bool {
+        matches!(self, Self::ReadRequest) || self.is_extension()
     }
 
     /// The untagged queue of the opcode's messages (`None` for tagged ones).
@@ -635,8 +641,7 @@ impl Segment {
     /// 7306's messages carry nothing after their headers (for immediate data, exactly its 8
     /// bytes).
     pub const fn check_payload_len(&self, payload_len: usize) -> Result<(), TermCode> {
-        let bare = matches!(self.opcode, Opcode::ReadRequest) || self.opcode.is_extension();
-        if bare && payload_len != 0 {
+        if self.opcode.is_bare() && payload_len != 0 {
             return Err(TermCode::DDP_UT_INVALID_MO);
         }
         Ok(())
@@ -685,8 +690,8 @@ pub fn header_len(ctrl: [u8; 2]) -> Result<usize, TermCode> {
 
 /// Parses the header at the start of the ULPDU `ulpdu` (which may go on with the payload, or
 /// end with the header). Checks versions, opcode, the placement model and queue number the
-/// opcode needs, and that read requests and terminates are single segments (their payload
-/// length is [`Segment::check_payload_len`]'s). Reserved
+/// opcode needs, and that read requests, terminates and RFC 7306's messages are single
+/// segments (their payload length is [`Segment::check_payload_len`]'s). Reserved
 /// bits are ignored, as RFC 5041 asks of a receiver. Returns the segment and its header
 /// length, or the terminate code for the error.
 pub fn parse(ulpdu: &[u8]) -> Result<(Segment, usize), TermCode> {
@@ -886,7 +891,7 @@ impl Segmenter {
     /// messages) and `total` is not 0.
     pub fn new(first: Segment, total: u32, mulpdu: u16) -> Option<Self> {
         let step = usize::from(mulpdu).checked_sub(first.header_len())?;
-        if step == 0 || (first.opcode.is_single() && total != 0) {
+        if step == 0 || (first.opcode.is_bare() && total != 0) {
             return None;
         }
         Some(Self {
