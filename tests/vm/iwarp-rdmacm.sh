@@ -53,39 +53,6 @@ iwarp_tools() {
 	info "ib_send_lat -R $cdev -> $sdev: $row"
 }
 
-# capture_start NS DEV PORT FILE: tcpdump of TCP port PORT on DEV (in NS, "" for the root
-# namespace) into FILE, without segmentation offloads, so that the capture shows wire segments.
-capture_start() {
-	local ns=$1 dev=$2 port=$3 file=$4
-	local -a nsx=()
-	[ -z "$ns" ] || nsx=(ip netns exec "$ns")
-	"${nsx[@]}" ethtool -K "$dev" tso off gso off gro off >/dev/null 2>&1 || true
-	"${nsx[@]}" tcpdump -i "$dev" -s 0 -U -w "$file" tcp port "$port" >"$file.log" 2>&1 &
-	CAPTURE_PID=$!
-	wait_until 20 grep -q 'listening on' "$file.log" || fail "tcpdump did not start: $(<"$file.log")"
-}
-
-capture_stop() {
-	sleep 1
-	kill -INT "$CAPTURE_PID"
-	wait "$CAPTURE_PID" 2>/dev/null || true
-}
-
-# tshark_check FILE WHAT: Wireshark's iWARP dissectors (MPA, DDP, RDMAP) read the capture:
-# FPDUs with a good CRC32, none bad, no malformed packet. (Its RPC-over-RDMA heuristic, which
-# would claim rping's payloads, is off.)
-tshark_check() {
-	local file=$1 what=$2 out good bad malformed
-	out=$(tshark -r "$file" --disable-heuristic rpcrdma_iwarp -V 2>&1) || fail "tshark ($what): $out"
-	good=$(grep -c 'Good CRC32' <<<"$out" || true)
-	bad=$(grep -c 'Bad CRC32' <<<"$out" || true)
-	malformed=$(grep -ci 'malformed' <<<"$out" || true)
-	info "$what: tshark read $good FPDUs with a good CRC32, $bad with a bad one, $malformed malformed"
-	[ "$good" -gt 0 ] || fail "$what: tshark found no FPDU with a good CRC32"
-	expect_eq "$bad" 0 "$what: FPDUs with a bad CRC32"
-	expect_eq "$malformed" 0 "$what: malformed packets"
-}
-
 ns_pair
 rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
 rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"

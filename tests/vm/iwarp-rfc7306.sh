@@ -6,7 +6,8 @@
 # bytes solicited, 1 MiB + 3 bytes) each completing one receive with the WRITE's length and
 # the immediate; fetch-and-add and compare-and-swap (taken and not) returning the original
 # values, the target's final value and every written byte checked; once with CRCs, once with
-# markers too; perftest's ib_atomic_bw (both operations) and ib_atomic_lat over rdma_cm.
+# markers too; perftest's ib_atomic_bw (both operations) and ib_atomic_lat over rdma_cm; a
+# capture that Wireshark reads (CRCs good, nothing malformed, the atomics named).
 # A scripted peer (tests/vm/iwarp/mpa-peer.py, MPA over a plain TCP socket) checks the wire:
 # the negotiation bits, an atomic response's queue, sequence number, identifier and value,
 # and the TERMINATE each hostile message gets (an atomic response nobody asked for, an
@@ -44,7 +45,19 @@ rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
 expect_match "$(ip netns exec "$NS_A" ibv_devinfo -v -d oxa_i)" 'atomic_cap:[[:space:]]*ATOMIC_GLOB' \
 	"oxiwarp offers atomics"
 
+capture_start "$NS_A" "$NS_A_DEV" 7474 "$OX_TMP/ext.pcap"
 ext_run "oxiwarp to oxiwarp: writes with immediate, atomics" ext "$NS_B" "$NS_A" "$NS_B_IP4"
+capture_stop
+# Wireshark dissects the atomics (its names for opcodes 10 and 11, and their AOpCodes) and
+# shows immediate data (8, 9) as unknown opcodes, without calling anything malformed.
+tshark_check "$OX_TMP/ext.pcap" "RFC 7306 traffic"
+expect_eq "$(grep -c 'OpCode: Atomic Request (0xa)' <<<"$TSHARK_OUT" || true)" 3 \
+	"tshark: atomic requests"
+expect_eq "$(grep -c 'OpCode: Atomic Response (0xb)' <<<"$TSHARK_OUT" || true)" 3 \
+	"tshark: atomic responses"
+expect_eq "$(grep -c 'OpCode: CmpSwap (2)' <<<"$TSHARK_OUT" || true)" 2 "tshark: compare-and-swaps"
+expect_eq "$(grep -cE 'OpCode: Unknown \(0x[89]\)' <<<"$TSHARK_OUT" || true)" 3 \
+	"tshark: immediate data messages"
 echo Y >/sys/module/oxrdma/parameters/iwarp_markers
 ext_run "the same with markers" ext "$NS_B" "$NS_A" "$NS_B_IP4"
 echo N >/sys/module/oxrdma/parameters/iwarp_markers
