@@ -657,7 +657,7 @@ impl Driver for OxDevice {
             if !wrs.is_empty() {
                 return Err(EINVAL);
             }
-            qp.0.run();
+            qp.0.doorbell();
             return Ok(());
         }
         for wr in wrs {

@@ -106,7 +106,10 @@ struct OxRdma {
 impl kernel::Module for OxRdma {
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // Before any device: RoCE v2 receive sockets need the per-namespace exit hook.
-        let wq = ox::workqueue::ModuleWorkqueue::create(kernel::c_str!("oxrdma"))?;
+        let wq = ox::workqueue::ModuleWorkqueue::create(
+            kernel::c_str!("oxrdma"),
+            kernel::c_str!("oxrdma_tx"),
+        )?;
         let tunnels = ox::udp_tunnel::TunnelRegistration::register()?;
         let links = link::Links::register()?;
         pr_info!(

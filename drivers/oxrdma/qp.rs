@@ -485,6 +485,15 @@ impl QpInner {
         self.run_passes(PROCESS_PASSES);
     }
 
+    /// [`QpInner::run`] for a process's doorbell (its POST_SEND command).
+    pub(crate) fn doorbell(self: &Arc<Self>) {
+        if self.iwarp {
+            self.iw_doorbell();
+            return;
+        }
+        self.run_passes(PROCESS_PASSES);
+    }
+
     /// [`QpInner::run`] from softirq context: one pass, the rest from the work item.
     pub(crate) fn run_softirq(self: &Arc<Self>) {
         if self.iwarp {
@@ -512,7 +521,15 @@ impl QpInner {
 
     /// Has the send side run soon, from the module's workqueue (any context).
     pub(crate) fn kick(self: &Arc<Self>) {
-        if !self.dev.is_dead() {
+        if self.dev.is_dead() {
+            return;
+        }
+        if self.iwarp {
+            // An iWARP QP's sending runs on a high-priority worker of another CPU than the
+            // one asking (a process posting and polling, or the receive softirq), in
+            // parallel with it, as siw's transmit threads do.
+            let _ = workqueue::enqueue_on(workqueue::next_online_cpu(), self.clone());
+        } else {
             let _ = workqueue::queue().enqueue(self.clone());
         }
     }

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The module's own workqueue.
+//! The module's own workqueues.
 //!
 //! Work items run module code, so none may run after the module is gone. The 6.12 `kernel`
 //! crate only offers the system queues, which a module cannot drain (flushing them is
-//! deprecated). The module therefore creates one queue at load ([`ModuleWorkqueue::create`])
-//! and destroys it, which waits for everything queued, at unload (dropping the value).
+//! deprecated). The module therefore creates its queues at load ([`ModuleWorkqueue::create`])
+//! and destroys them, which waits for everything queued, at unload (dropping the value): an
+//! unbound one ([`queue`]), and a per-CPU high-priority one whose work items run on the CPU
+//! they are queued for ([`enqueue_on`]).
 //!
 //! # Contract
 //!
@@ -14,19 +16,33 @@
 
 use super::bindings;
 use core::sync::atomic::{AtomicPtr, Ordering};
-use kernel::{prelude::*, str::CStr, workqueue::Queue};
+use kernel::{
+    prelude::*,
+    str::CStr,
+    workqueue::{Queue, RawWorkItem},
+};
 
 static RAW: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
+static PERCPU: AtomicPtr<bindings::workqueue_struct> = AtomicPtr::new(core::ptr::null_mut());
 
-/// Ownership of the module's workqueue; at most one exists.
+/// Ownership of the module's workqueues; at most one exists.
 pub struct ModuleWorkqueue(());
 
 impl ModuleWorkqueue {
-    /// Creates the module's unbound workqueue named `name`.
-    pub fn create(name: &'static CStr) -> Result<Self> {
+    /// Creates the module's workqueues: the unbound one named `name`, the per-CPU
+    /// high-priority one named `percpu_name`.
+    pub fn create(name: &'static CStr, percpu_name: &'static CStr) -> Result<Self> {
         // SAFETY: `name` is a NUL-terminated static string.
         let wq = unsafe { bindings::oxrdma_alloc_workqueue(name.as_char_ptr()) };
         if wq.is_null() {
+            return Err(ENOMEM);
+        }
+        // SAFETY: `percpu_name` is a NUL-terminated static string.
+        let pc =
+            unsafe { bindings::oxrdma_alloc_percpu_highpri_workqueue(percpu_name.as_char_ptr()) };
+        if pc.is_null() {
+            // SAFETY: ours, never published.
+            unsafe { bindings::destroy_workqueue(wq) };
             return Err(ENOMEM);
         }
         if RAW
@@ -38,21 +54,28 @@ impl ModuleWorkqueue {
             )
             .is_err()
         {
-            // SAFETY: ours, never published.
-            unsafe { bindings::destroy_workqueue(wq) };
+            // SAFETY: both ours, never published.
+            unsafe {
+                bindings::destroy_workqueue(wq);
+                bindings::destroy_workqueue(pc);
+            }
             return Err(EBUSY);
         }
+        // Only the winner of the exchange above gets here, so `PERCPU` is null.
+        PERCPU.store(pc, Ordering::Release);
         Ok(Self(()))
     }
 }
 
 impl Drop for ModuleWorkqueue {
     fn drop(&mut self) {
-        let wq = RAW.swap(core::ptr::null_mut(), Ordering::AcqRel);
-        if !wq.is_null() {
-            // SAFETY: created in `create`; producers are stopped (module contract), so this
-            // drains what is queued and nothing is queued afterwards.
-            unsafe { bindings::destroy_workqueue(wq) };
+        for raw in [&PERCPU, &RAW] {
+            let wq = raw.swap(core::ptr::null_mut(), Ordering::AcqRel);
+            if !wq.is_null() {
+                // SAFETY: created in `create`; producers are stopped (module contract), so
+                // this drains what is queued and nothing is queued afterwards.
+                unsafe { bindings::destroy_workqueue(wq) };
+            }
         }
     }
 }
@@ -66,4 +89,39 @@ pub fn queue() -> &'static Queue {
     // SAFETY: a live workqueue until `ModuleWorkqueue::drop`, after which producers no longer
     // run (module contract).
     unsafe { Queue::from_raw(wq.cast::<kernel::bindings::workqueue_struct>()) }
+}
+
+/// The next online CPU after the one this runs on (wrapping around; the same one if it is
+/// the only one online). Only a hint: the caller may move to another CPU right after.
+pub fn next_online_cpu() -> u32 {
+    // SAFETY: reads the online mask and the current CPU's number; no requirements.
+    unsafe { bindings::oxrdma_next_online_cpu() }
+}
+
+/// Queues `w` on the module's per-CPU high-priority workqueue, to run on `cpu` (an online
+/// CPU; if it goes offline meanwhile, the workqueue moves the work elsewhere). Before the
+/// queues exist (module init only), on the unbound queue. Returns what queueing `w`
+/// returns: whether it was queued (it was not if it already is).
+pub fn enqueue_on<W, const ID: u64>(cpu: u32, w: W) -> W::EnqueueOutput
+where
+    W: RawWorkItem<ID> + Send + 'static,
+{
+    let wq = PERCPU.load(Ordering::Acquire);
+    if wq.is_null() {
+        return queue().enqueue(w);
+    }
+    // SAFETY: `__enqueue`'s requirements are those of `Queue::enqueue`, which this mirrors:
+    // `W` is `Send` and `'static`, and the closure hands the work pointer, valid for the
+    // call (`RawWorkItem` contract), to `queue_work_on` with a live workqueue (until
+    // `ModuleWorkqueue::drop`, after which producers no longer run: module contract);
+    // `queue_work_on` returns true exactly when it queued the work, as `__enqueue` needs.
+    unsafe {
+        w.__enqueue(move |work_ptr| {
+            kernel::bindings::queue_work_on(
+                cpu as core::ffi::c_int,
+                wq.cast::<kernel::bindings::workqueue_struct>(),
+                work_ptr,
+            )
+        })
+    }
 }

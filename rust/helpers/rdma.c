@@ -122,6 +122,18 @@ struct workqueue_struct *oxrdma_alloc_workqueue(const char *name)
 	return alloc_workqueue("%s", WQ_UNBOUND | WQ_MEM_RECLAIM, 0, name);
 }
 
+struct workqueue_struct *oxrdma_alloc_percpu_highpri_workqueue(const char *name)
+{
+	return alloc_workqueue("%s", WQ_HIGHPRI | WQ_MEM_RECLAIM, 0, name);
+}
+
+u32 oxrdma_next_online_cpu(void)
+{
+	unsigned int cpu = cpumask_next(raw_smp_processor_id(), cpu_online_mask);
+
+	return cpu < nr_cpu_ids ? cpu : cpumask_first(cpu_online_mask);
+}
+
 struct page *oxrdma_virt_page(u64 addr)
 {
 	void *va = (void *)(uintptr_t)addr;

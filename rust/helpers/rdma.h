@@ -43,6 +43,8 @@ unsigned long oxrdma_jiffies_after_us(u64 us);
 struct workqueue_struct;
 /* alloc_workqueue("%s", WQ_UNBOUND | WQ_MEM_RECLAIM, 0, name) (a macro). */
 struct workqueue_struct *oxrdma_alloc_workqueue(const char *name);
+struct workqueue_struct *oxrdma_alloc_percpu_highpri_workqueue(const char *name);
+u32 oxrdma_next_online_cpu(void);
 /* vmalloc_user(): zeroed memory a process may map (a macro around vmalloc_user_noprof). */
 void *oxrdma_vmalloc_user(size_t len);
 /*

@@ -60,8 +60,12 @@ const TX_BUF: usize = 64 * 1024;
 /// FPDU, markers included, always fits the transmit buffer.
 const MAX_MULPDU: u16 = 32 * 1024;
 const _: () = assert!(TX_BUF >= 2 * MAX_MULPDU as usize);
-/// Transmit buffer fills of one run.
+/// Transmit buffer fills of one run of the work item.
 const TX_PASSES: u32 = 16;
+/// Transmit buffer fills a process's doorbell sends itself: the rest goes to the work item,
+/// on another CPU, while the process goes on posting and polling (one fill covers a
+/// latency-bound exchange).
+const DOORBELL_PASSES: u32 = 1;
 /// The smallest FPDU payload sent without a copy (smaller ones cost less copied).
 const ZC_MIN: usize = 4096;
 /// `iwarp_zcopy` bits: RDMA READ responses, SENDs and RDMA WRITEs.
@@ -578,7 +582,20 @@ impl QpInner {
 
     /// Receives, transmits and completes what the connection allows now; ends it on an error
     /// or when the peer closed. Process context.
+    /// Runs the QP from its work item: up to [`TX_PASSES`] transmit buffer fills.
     pub(super) fn iw_run(self: &Arc<Self>) {
+        self.iw_run_passes(TX_PASSES);
+    }
+
+    /// Runs the QP from a process's doorbell: up to [`DOORBELL_PASSES`] transmit buffer
+    /// fills, the rest from the work item.
+    pub(super) fn iw_doorbell(self: &Arc<Self>) {
+        self.iw_run_passes(DOORBELL_PASSES);
+    }
+
+    /// Transmits (at most `passes` transmit buffer fills, then the work item goes on),
+    /// completes, and ends the connection when it is over.
+    fn iw_run_passes(self: &Arc<Self>, passes: u32) {
         let mut guard = self.iw_io.lock();
         let Some(io) = guard.as_mut() else {
             drop(guard);
@@ -613,10 +630,6 @@ impl QpInner {
             let pages = io.plan.had_pages();
             io.plan.reset();
             fills += 1;
-            if fills > TX_PASSES {
-                again = true;
-                break;
-            }
             let mut st = self.st.lock();
             if self.iw_flushed(&mut st, pages, || io.sock.queued_end()) {
                 // Acknowledgements that came before they were watched are seen here.
@@ -627,6 +640,11 @@ impl QpInner {
             if io.plan.is_sent() {
                 // Nothing to send: what finished without sending completes now.
                 self.iw_complete(&mut st);
+                break;
+            }
+            if fills > passes {
+                // The work item sends what is planned, and goes on.
+                again = true;
                 break;
             }
         }
