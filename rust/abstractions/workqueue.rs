@@ -37,9 +37,9 @@ impl ModuleWorkqueue {
         if wq.is_null() {
             return Err(ENOMEM);
         }
+        let percpu_name = percpu_name.as_char_ptr();
         // SAFETY: `percpu_name` is a NUL-terminated static string.
-        let pc =
-            unsafe { bindings::oxrdma_alloc_percpu_highpri_workqueue(percpu_name.as_char_ptr()) };
+        let pc = unsafe { bindings::oxrdma_alloc_percpu_highpri_workqueue(percpu_name) };
         if pc.is_null() {
             // SAFETY: ours, never published.
             unsafe { bindings::destroy_workqueue(wq) };
@@ -110,11 +110,10 @@ where
     if wq.is_null() {
         return queue().enqueue(w);
     }
-    // SAFETY: `__enqueue`'s requirements are those of `Queue::enqueue`, which this mirrors:
-    // `W` is `Send` and `'static`, and the closure hands the work pointer, valid for the
-    // call (`RawWorkItem` contract), to `queue_work_on` with a live workqueue (until
-    // `ModuleWorkqueue::drop`, after which producers no longer run: module contract);
-    // `queue_work_on` returns true exactly when it queued the work, as `__enqueue` needs.
+    // As `Queue::enqueue`, on a workqueue that lives until `ModuleWorkqueue::drop`, after
+    // which producers no longer run (module contract).
+    // SAFETY: `W` is `Send + 'static`; the closure passes the work pointer, valid for the
+    // call, to `queue_work_on` on a live queue, which returns true exactly when it queued it.
     unsafe {
         w.__enqueue(move |work_ptr| {
             kernel::bindings::queue_work_on(
