@@ -9,6 +9,7 @@
 //! hence the interrupt-safe lock); beside each slot it keeps the QP the completion belongs
 //! to, which `ib_wc.qp` names.
 
+use crate::ox::ida::IdaId;
 use crate::ox::rdma::events::{CqEvents, QpEvents};
 use crate::ox::rdma::mmap::RingBuf;
 use crate::ox::rdma::wr::{NetworkType, Wc, WcOpcode, WcSink};
@@ -47,7 +48,11 @@ pub(crate) struct CqInner {
 }
 
 /// The driver data of a CQ object.
-pub(crate) struct Cq(pub(crate) Arc<CqInner>);
+pub(crate) struct Cq {
+    pub(crate) inner: Arc<CqInner>,
+    /// Its number among the device's live CQs, which bounds how many there are.
+    pub(crate) _id: IdaId,
+}
 
 impl CqInner {
     /// A CQ for at least `cqe` completions in `ring`-sized memory made by `alloc`; `kernel`:

@@ -89,7 +89,11 @@ pub(crate) enum NodeKind {
 /// A ring for a new object: memory a process maps (at the offset returned) or, for a kernel
 /// user, plain kernel memory. Each object has at most two (oxrdma's uAPI).
 fn new_ring(user: &mut Option<&mut UserCall<'_>>, len: usize) -> Result<(Arc<RingBuf>, u64)> {
-    let ring = RingBuf::new(len)?;
+    // A process's rings count against its memory cgroup.
+    let ring = match user {
+        Some(_) => RingBuf::new_charged(len)?,
+        None => RingBuf::new(len)?,
+    };
     let offset = match user {
         Some(c) => c.map_ring(&ring)?,
         None => 0,
@@ -115,6 +119,9 @@ pub(crate) struct OxDevice {
     port_active: AtomicBool,
     /// PD numbers of the live PDs.
     pd_ids: Arc<Ida>,
+    /// Numbers of the live CQs and SRQs: they bound how many there are.
+    cq_ids: Arc<Ida>,
+    srq_ids: Arc<Ida>,
     /// iWARP connections being set up and listeners (an iWARP device's).
     iw: Arc<IwCm>,
 }
@@ -128,6 +135,8 @@ impl OxDevice {
         rx: Arc<RoceRx>,
     ) -> Result<Self> {
         let pd_ids = Ida::new(1, limits::MAX_PD as u32)?;
+        let cq_ids = Ida::new(1, limits::MAX_CQ as u32)?;
+        let srq_ids = Ida::new(1, limits::MAX_SRQ as u32)?;
         let roce = RoceDev::new(netdev.clone(), rx.crc(), rx.crc32c())?;
         let iw = IwCm::new(
             roce.clone(),
@@ -144,6 +153,8 @@ impl OxDevice {
             rx,
             port_active: AtomicBool::new(active),
             pd_ids,
+            cq_ids,
+            srq_ids,
             iw,
         })
     }
@@ -343,13 +354,15 @@ impl Driver for OxDevice {
     }
 
     fn create_cq(
-        _dev: &Device<Self>,
+        dev: &Device<Self>,
         init: CqInit,
         mut ctx: Option<&mut UserCall<'_>>,
     ) -> Result<CqCreated<Cq>> {
         if init.cqe > limits::MAX_CQE as u32 || init.cqe == 0 {
             return Err(EINVAL);
         }
+        // At most `max_cq` at once: ENOSPC beyond.
+        let id = dev.cq_ids.alloc()?;
         let kernel = ctx.is_none();
         let (cq, slots, offset, len) =
             CqInner::new(init.cqe, init.events, kernel, |b| new_ring(&mut ctx, b))?;
@@ -363,13 +376,13 @@ impl Driver for OxDevice {
         };
         respond(&mut ctx, resp.to_bytes().as_ref())?;
         Ok(CqCreated {
-            data: Cq(cq),
+            data: Cq { inner: cq, _id: id },
             cqe: slots,
         })
     }
 
     fn req_notify_cq(cq: &Cq, solicited_only: bool) -> Result<bool> {
-        Ok(cq.0.arm(solicited_only))
+        Ok(cq.inner.arm(solicited_only))
     }
 
     fn create_qp(
@@ -459,8 +472,8 @@ impl Driver for OxDevice {
                 qp_type: init.qp_type,
                 pdn: init.pd.pdn(),
                 dev: roce,
-                send_cq: init.send_cq.0.clone(),
-                recv_cq: init.recv_cq.0.clone(),
+                send_cq: init.send_cq.inner.clone(),
+                recv_cq: init.recv_cq.inner.clone(),
                 rq,
                 sq: SendRing {
                     ring: sq_ring,
@@ -555,7 +568,7 @@ impl Driver for OxDevice {
     }
 
     fn create_srq(
-        _dev: &Device<Self>,
+        dev: &Device<Self>,
         init: SrqInit<'_, Self>,
         mut ctx: Option<&mut UserCall<'_>>,
     ) -> Result<SrqCreated<Srq>> {
@@ -567,6 +580,8 @@ impl Driver for OxDevice {
         {
             return Err(EINVAL);
         }
+        // At most `max_srq` at once: ENOSPC beyond.
+        let id = dev.srq_ids.alloc()?;
         let slots = ring_slots(a.max_wr).ok_or(EINVAL)?;
         let slot = recv_slot_size(a.max_sge.max(1));
         let (ring, off) = new_ring(&mut ctx, RING_HEADER_SIZE + (slots * slot) as usize)?;
@@ -590,7 +605,7 @@ impl Driver for OxDevice {
         let kernel = ctx.is_none();
         respond(&mut ctx, resp.to_bytes().as_ref())?;
         Ok(SrqCreated {
-            data: Srq { q, kernel },
+            data: Srq { q, kernel, _id: id },
             attrs: SrqAttrs {
                 max_wr: slots,
                 max_sge,
@@ -685,7 +700,7 @@ impl Driver for OxDevice {
     }
 
     fn poll_cq(cq: &Cq, out: &mut WcSink<'_>) {
-        cq.0.poll(out)
+        cq.inner.poll(out)
     }
 
     fn dereg_mr(mr: &MrData) {
@@ -735,6 +750,8 @@ pub(crate) struct Srq {
     pub(crate) q: Arc<RecvQueue>,
     /// A kernel user's (posts through `post_srq_recv`), not a process's.
     kernel: bool,
+    /// Its number among the device's live SRQs, which bounds how many there are.
+    _id: IdaId,
 }
 
 /// Adds an MR to the device's table; its L_Key and R_Key are the same.

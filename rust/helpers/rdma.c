@@ -7,6 +7,8 @@
 #include <linux/completion.h>
 #include <linux/highmem.h>
 #include <linux/jiffies.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
 #include <linux/scatterlist.h>
 #include <linux/timer.h>
 #include <linux/vmalloc.h>
@@ -112,9 +114,38 @@ u64 oxrdma_now_us(void)
 	return div_u64(ktime_get_ns(), NSEC_PER_USEC);
 }
 
-void *oxrdma_vmalloc_user(size_t len)
+/*
+ * Pages of its own (__GFP_ACCOUNT charges each to the caller's memory cgroup) in a vmap()
+ * area that has VM_USERMAP, for remap_vmalloc_range(), and VM_MAP_PUT_PAGES, so that vfree()
+ * releases the pages and their array as for vmalloc_user() memory. A charge over the
+ * cgroup's limit fails the allocation (__GFP_RETRY_MAYFAIL: the verb returns ENOMEM) rather
+ * than waking the cgroup's OOM killer.
+ */
+void *oxrdma_ring_alloc(size_t len, bool account)
 {
-	return vmalloc_user(len);
+	gfp_t gfp = account ? GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN : GFP_KERNEL;
+	size_t n = len >> PAGE_SHIFT, i;
+	struct page **pages;
+	void *p;
+
+	if (!n || !PAGE_ALIGNED(len) || n > totalram_pages())
+		return NULL;
+	pages = kvmalloc_array(n, sizeof(*pages), gfp);
+	if (!pages)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		pages[i] = alloc_page(gfp | __GFP_ZERO);
+		if (!pages[i])
+			goto fail;
+	}
+	p = vmap(pages, n, VM_MAP | VM_MAP_PUT_PAGES | VM_USERMAP, PAGE_KERNEL);
+	if (p)
+		return p;
+fail:
+	while (i--)
+		__free_page(pages[i]);
+	kvfree(pages);
+	return NULL;
 }
 
 struct workqueue_struct *oxrdma_alloc_workqueue(const char *name)

@@ -45,8 +45,12 @@ struct workqueue_struct;
 struct workqueue_struct *oxrdma_alloc_workqueue(const char *name);
 struct workqueue_struct *oxrdma_alloc_percpu_highpri_workqueue(const char *name);
 u32 oxrdma_next_online_cpu(void);
-/* vmalloc_user(): zeroed memory a process may map (a macro around vmalloc_user_noprof). */
-void *oxrdma_vmalloc_user(size_t len);
+/*
+ * Zeroed memory of @len bytes (whole pages) that remap_vmalloc_range() may map into a process,
+ * released with vfree(); with @account, charged to the calling task's memory cgroup
+ * (vmalloc_user()'s memory never is). NULL on failure.
+ */
+void *oxrdma_ring_alloc(size_t len, bool account);
 /*
  * The page of kernel virtual address @addr if it is in the linear map (virt_addr_valid),
  * else NULL: how oxrdma reaches memory that kernel verbs users name by DMA address (with

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Memory shared with a process through `mmap` of the uverbs file: the queue rings.
 //!
-//! C: `rdma_user_mmap_entry_*` in `include/rdma/ib_verbs.h`, `vmalloc_user`.
+//! C: `rdma_user_mmap_entry_*` in `include/rdma/ib_verbs.h`, `remap_vmalloc_range`.
 //!
 //! # Lifetimes
 //!
-//! A ring's memory ([`RingBuf`], `vmalloc_user`) is reference counted: the driver holds
+//! A ring's memory ([`RingBuf`], vmapped pages) is reference counted: the driver holds
 //! [`Arc<RingBuf>`]s and the mmap entry holds one more until ib_core releases the entry
-//! (`mmap_free`, after the object's destruction *and* the process's last `munmap`). So the
+//! (`mmap_free`, once the object is destroyed and no `mmap` call holds the entry). A
+//! process's mapping holds no entry: `remap_vmalloc_range` inserts each page with a page
+//! reference of its own (`vm_insert_page`), so the pages stay until the process unmaps them,
+//! also after the [`RingBuf`] is freed (`vfree` then drops only its own references). So the
 //! kernel never writes to freed memory and the process never maps freed memory.
 //!
 //! The entry itself ([`MmapEntry`]) is bound to the user context. A driver makes it through
@@ -34,8 +37,8 @@ use kernel::{
 ///
 /// # Invariants
 ///
-/// `buf` is a `vmalloc_user` allocation of `len` bytes (a multiple of `PAGE_SIZE`), owned by
-/// this value; `len >= 4`.
+/// `buf` is an `oxrdma_ring_alloc` allocation of `len` bytes (a multiple of `PAGE_SIZE`): a
+/// `VM_USERMAP` vmalloc area that `vfree` releases, owned by this value; `len >= 4`.
 pub struct RingBuf {
     buf: NonNull<u8>,
     len: usize,
@@ -47,16 +50,27 @@ unsafe impl Send for RingBuf {}
 unsafe impl Sync for RingBuf {}
 
 impl RingBuf {
-    /// Zeroed memory of at least `len` bytes (whole pages), not yet mappable.
+    /// Zeroed memory of at least `len` bytes (whole pages), not yet mappable, for a kernel
+    /// user.
     pub fn new(len: usize) -> Result<Arc<Self>> {
+        Self::alloc(len, false)
+    }
+
+    /// [`RingBuf::new`] for a process: its pages are charged to the calling task's memory
+    /// cgroup, so that `memory.max` bounds what a process pins in rings.
+    pub fn new_charged(len: usize) -> Result<Arc<Self>> {
+        Self::alloc(len, true)
+    }
+
+    fn alloc(len: usize, account: bool) -> Result<Arc<Self>> {
         let len = len.checked_add(PAGE_SIZE - 1).ok_or(EINVAL)? & !(PAGE_SIZE - 1);
         if len == 0 {
             return Err(EINVAL);
         }
-        // SAFETY: plain allocation, zeroed by vmalloc_user.
-        let buf = NonNull::new(unsafe { bindings::oxrdma_vmalloc_user(len) }.cast::<u8>())
+        // SAFETY: plain allocation of whole pages, zeroed by the helper.
+        let buf = NonNull::new(unsafe { bindings::oxrdma_ring_alloc(len, account) }.cast::<u8>())
             .ok_or(ENOMEM)?;
-        // INVARIANT: a fresh vmalloc_user allocation of `len` bytes.
+        // INVARIANT: a fresh oxrdma_ring_alloc allocation of `len` bytes.
         let this = Self { buf, len };
         Ok(Arc::new(this, GFP_KERNEL)?)
     }
@@ -244,7 +258,7 @@ pub(super) unsafe fn map(
     // SAFETY: the context's entries are `Entry`s (`rdma` at offset 0; function contract); the
     // reference taken above keeps it and its ring alive.
     let ring = unsafe { &*(*e.cast::<Entry>()).ring };
-    // SAFETY: `ring.buf` is a vmalloc_user area of `ring.len` bytes (`RingBuf` invariant),
+    // SAFETY: `ring.buf` is a VM_USERMAP area of `ring.len` bytes (`RingBuf` invariant),
     // which the entry's length check made equal to the VMA's length.
     let ret = unsafe { bindings::remap_vmalloc_range(vma, ring.buf.as_ptr().cast(), 0) };
     // SAFETY: drops the reference taken above.
