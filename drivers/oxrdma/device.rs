@@ -332,6 +332,13 @@ impl Driver for OxDevice {
         udata.respond(resp.to_bytes().as_ref())
     }
 
+    fn disassociate_ucontext(_ctx: &()) {
+        // Nothing more to do: ib_core destroyed the context's objects (QPs ended, rings and
+        // MRs released), and the rings the process still maps keep their pages until it
+        // unmaps them. Having the op lets `rdma link delete` and `rmmod` go on while
+        // processes hold the device open.
+    }
+
     fn alloc_pd(dev: &Device<Self>, udata: Option<&mut Udata<'_>>) -> Result<Pd> {
         let pd = Pd {
             id: dev.pd_ids.alloc()?,

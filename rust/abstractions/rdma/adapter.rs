@@ -254,6 +254,8 @@ impl<T: Driver> Adapter<T> {
             query_gid: T::HAS_QUERY_GID.then_some(Self::query_gid as _),
             alloc_ucontext: user.then_some(Self::alloc_ucontext as _),
             dealloc_ucontext: user.then_some(Self::dealloc_ucontext as _),
+            disassociate_ucontext: (user && T::HAS_DISASSOCIATE_UCONTEXT)
+                .then_some(Self::disassociate_ucontext as _),
             mmap: user.then_some(Self::mmap as _),
             mmap_free: user.then_some(Self::mmap_free as _),
             alloc_pd: Some(Self::alloc_pd),
@@ -556,6 +558,15 @@ impl<T: Driver> Adapter<T> {
     unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
         // SAFETY: `alloc_ucontext` succeeded for this object; released once, here.
         drop(unsafe { UcontextObj::<T>::take(uctx) });
+    }
+
+    /// # Safety
+    ///
+    /// Called by ib_core once, for a successfully allocated `UcontextObj<T>` whose objects it
+    /// destroyed, before `dealloc_ucontext`.
+    unsafe extern "C" fn disassociate_ucontext(uctx: *mut bindings::ib_ucontext) {
+        // SAFETY: a live context (function contract).
+        T::disassociate_ucontext(unsafe { UcontextObj::<T>::part(uctx) });
     }
 
     /// # Safety

@@ -227,6 +227,14 @@ pub trait Driver: Send + Sync + Sized + 'static {
     fn alloc_ucontext(_dev: &Device<Self>, _udata: &mut Udata<'_>) -> Result<Self::Ucontext> {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
     }
+    /// The device is going away while a process still has it open (`rdma link delete`,
+    /// `rmmod`): having this op tells ib_core not to wait for the process to close it, but to
+    /// destroy its objects now, call this, then `dealloc_ucontext`; the process's later
+    /// commands fail with `EIO`. What it still maps of rings stays mapped to pages of their
+    /// own (see [`super::mmap`]). Without this op, the removal waits for the process.
+    fn disassociate_ucontext(_ctx: &Self::Ucontext) {
+        kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)
+    }
     /// `query_qp`.
     fn query_qp(_qp: &Self::Qp) -> Result<QpAttrs> {
         kernel::build_error!(kernel::error::VTABLE_DEFAULT_ERROR)

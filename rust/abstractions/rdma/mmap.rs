@@ -11,7 +11,8 @@
 //! process's mapping holds no entry: `remap_vmalloc_range` inserts each page with a page
 //! reference of its own (`vm_insert_page`), so the pages stay until the process unmaps them,
 //! also after the [`RingBuf`] is freed (`vfree` then drops only its own references). So the
-//! kernel never writes to freed memory and the process never maps freed memory.
+//! kernel never writes to freed memory and the process never maps freed memory, also when
+//! ib_core destroys a process's objects under its mappings (`disassociate_ucontext`).
 //!
 //! The entry itself ([`MmapEntry`]) is bound to the user context. A driver makes it through
 //! [`UserCall::map_ring`](super::udata::UserCall::map_ring) during a create call; the adapter
