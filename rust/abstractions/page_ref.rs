@@ -62,6 +62,19 @@ impl PageRef {
         Ok(())
     }
 
+    /// Copies byte `off` of the page on into `dst`.
+    pub fn read(&self, off: usize, dst: &mut [u8]) -> Result {
+        if off.checked_add(dst.len()).map_or(true, |e| e > PAGE_SIZE) {
+            return Err(EINVAL);
+        }
+        // SAFETY: the page is referenced (type invariant); `off + dst.len() <= PAGE_SIZE`;
+        // `dst` is valid for writes of its length during the call.
+        unsafe {
+            bindings::oxrdma_page_read(self.as_ptr(), off, dst.as_mut_ptr().cast(), dst.len())
+        };
+        Ok(())
+    }
+
     pub(crate) fn as_ptr(&self) -> *mut bindings::page {
         self.0.as_ptr()
     }

@@ -80,6 +80,26 @@ impl Drop for ModuleWorkqueue {
     }
 }
 
+/// The C pointer of [`queue`]: the module's queue, or the system's unbound queue before it
+/// exists (module init only), live until the module's queue is destroyed.
+pub fn queue_ptr() -> *mut bindings::workqueue_struct {
+    let wq = RAW.load(Ordering::Acquire);
+    if wq.is_null() {
+        // SAFETY: a static of the kernel, set at boot and never changed.
+        return unsafe { kernel::bindings::system_unbound_wq }.cast();
+    }
+    wq
+}
+
+/// Waits until the work queued on the module's queue so far has run (process context).
+pub fn flush() {
+    let wq = RAW.load(Ordering::Acquire);
+    if !wq.is_null() {
+        // SAFETY: a live workqueue until `ModuleWorkqueue::drop` (module contract).
+        unsafe { kernel::bindings::__flush_workqueue(wq.cast()) };
+    }
+}
+
 /// The module's queue, or the system's unbound queue before it exists (module init only).
 pub fn queue() -> &'static Queue {
     let wq = RAW.load(Ordering::Acquire);

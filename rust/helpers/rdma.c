@@ -119,33 +119,60 @@ u64 oxrdma_now_us(void)
  * area that has VM_USERMAP, for remap_vmalloc_range(), and VM_MAP_PUT_PAGES, so that vfree()
  * releases the pages and their array as for vmalloc_user() memory. A charge over the
  * cgroup's limit fails the allocation (__GFP_RETRY_MAYFAIL: the verb returns ENOMEM) rather
- * than waking the cgroup's OOM killer.
+ * than waking the cgroup's OOM killer. The work item for a deferred free is allocated here,
+ * so that freeing needs no allocation.
  */
-void *oxrdma_ring_alloc(size_t len, bool account)
+struct oxrdma_ring *oxrdma_ring_alloc(size_t len, bool account)
 {
 	gfp_t gfp = account ? GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN : GFP_KERNEL;
 	size_t n = len >> PAGE_SHIFT, i;
+	struct oxrdma_ring *ring;
 	struct page **pages;
-	void *p;
 
 	if (!n || !PAGE_ALIGNED(len) || n > totalram_pages())
 		return NULL;
+	ring = kzalloc(sizeof(*ring), gfp);
+	if (!ring)
+		return NULL;
 	pages = kvmalloc_array(n, sizeof(*pages), gfp);
 	if (!pages)
-		return NULL;
+		goto free_ring;
 	for (i = 0; i < n; i++) {
 		pages[i] = alloc_page(gfp | __GFP_ZERO);
 		if (!pages[i])
-			goto fail;
+			goto free_pages;
 	}
-	p = vmap(pages, n, VM_MAP | VM_MAP_PUT_PAGES | VM_USERMAP, PAGE_KERNEL);
-	if (p)
-		return p;
-fail:
+	ring->addr = vmap(pages, n, VM_MAP | VM_MAP_PUT_PAGES | VM_USERMAP, PAGE_KERNEL);
+	if (ring->addr)
+		return ring;
+free_pages:
 	while (i--)
 		__free_page(pages[i]);
 	kvfree(pages);
+free_ring:
+	kfree(ring);
 	return NULL;
+}
+
+static void oxrdma_ring_free_now(struct oxrdma_ring *ring)
+{
+	vfree(ring->addr);
+	kfree(ring);
+}
+
+static void oxrdma_ring_free_work(struct work_struct *work)
+{
+	oxrdma_ring_free_now(container_of(work, struct oxrdma_ring, free_work));
+}
+
+void oxrdma_ring_free(struct oxrdma_ring *ring, struct workqueue_struct *wq)
+{
+	if (in_interrupt() || irqs_disabled()) {
+		INIT_WORK(&ring->free_work, oxrdma_ring_free_work);
+		queue_work(wq, &ring->free_work);
+		return;
+	}
+	oxrdma_ring_free_now(ring);
 }
 
 struct workqueue_struct *oxrdma_alloc_workqueue(const char *name)

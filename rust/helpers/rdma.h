@@ -8,6 +8,7 @@
 
 #include <linux/completion.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 
 struct ib_ucontext;
 struct ib_udata;
@@ -45,12 +46,25 @@ struct workqueue_struct;
 struct workqueue_struct *oxrdma_alloc_workqueue(const char *name);
 struct workqueue_struct *oxrdma_alloc_percpu_highpri_workqueue(const char *name);
 u32 oxrdma_next_online_cpu(void);
+
+/* Ring memory: @addr, zeroed whole pages that remap_vmalloc_range() may map into a process. */
+struct oxrdma_ring {
+	void *addr;
+	struct work_struct free_work;
+};
+
 /*
- * Zeroed memory of @len bytes (whole pages) that remap_vmalloc_range() may map into a process,
- * released with vfree(); with @account, charged to the calling task's memory cgroup
- * (vmalloc_user()'s memory never is). NULL on failure.
+ * A ring of @len bytes (whole pages); with @account, charged to the calling task's memory
+ * cgroup (vmalloc_user()'s memory never is). NULL on failure.
  */
-void *oxrdma_ring_alloc(size_t len, bool account);
+struct oxrdma_ring *oxrdma_ring_alloc(size_t len, bool account);
+/*
+ * Frees @ring, from any context: from interrupt or softirq context, or with interrupts off,
+ * later, from @wq (vfree() there would defer through the area's first bytes, which a process
+ * may still map and write).
+ */
+void oxrdma_ring_free(struct oxrdma_ring *ring, struct workqueue_struct *wq);
+
 /*
  * The page of kernel virtual address @addr if it is in the linear map (virt_addr_valid),
  * else NULL: how oxrdma reaches memory that kernel verbs users name by DMA address (with

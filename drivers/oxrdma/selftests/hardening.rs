@@ -210,6 +210,35 @@ fn qp_numbers_change_with_reuse(t: &mut Test) {
     }
 }
 
+/// A ring whose last reference goes with softirqs disabled (as a packet's reference on its QP
+/// can) is freed later, from the module's queue, and nothing is written into its pages: a
+/// process may still map them (here a page reference stands for its mapping). `vfree` in that
+/// context defers through the area's first bytes, which put a kernel pointer where the
+/// process reads and writes, and took back whatever it wrote there as the pointer.
+fn ring_freed_in_softirq_keeps_its_pages(t: &mut Test) {
+    let Ok(ring) = RingBuf::new(2 * 4096) else {
+        return t.fail(format_args!("RingBuf::new"));
+    };
+    let pattern = [0x5au8; 16];
+    t.expect(ring.write(0, &pattern).is_ok(), "write");
+    let Some(page) = ring.page(0) else {
+        return t.fail(format_args!("RingBuf::page"));
+    };
+    let Ok(holder) = KBox::pin_init(crate::new_spinlock_bh!(Some(ring), "test_ring"), GFP_KERNEL)
+    else {
+        return t.fail(format_args!("lock"));
+    };
+    {
+        let mut g = holder.lock();
+        // The last reference, dropped with softirqs disabled.
+        drop(g.take());
+    }
+    crate::ox::workqueue::flush();
+    let mut now = [0u8; 16];
+    t.expect(page.read(0, &mut now).is_ok(), "read");
+    t.expect_eq(now, pattern);
+}
+
 kunit_suite!(
     hardening_suite,
     "oxrdma_hardening",
@@ -217,6 +246,7 @@ kunit_suite!(
         ida_numbers_are_never_shared,
         qp_numbers_change_with_reuse,
         rq_flush_is_bounded,
-        mr_access_ends_with_its_key
+        mr_access_ends_with_its_key,
+        ring_freed_in_softirq_keeps_its_pages
     ]
 );

@@ -38,9 +38,11 @@ use kernel::{
 ///
 /// # Invariants
 ///
-/// `buf` is an `oxrdma_ring_alloc` allocation of `len` bytes (a multiple of `PAGE_SIZE`): a
-/// `VM_USERMAP` vmalloc area that `vfree` releases, owned by this value; `len >= 4`.
+/// `ring` is an `oxrdma_ring_alloc` allocation of `len` bytes (a multiple of `PAGE_SIZE`),
+/// owned by this value, whose memory (a `VM_USERMAP` vmalloc area) starts at `buf`;
+/// `len >= 4`.
 pub struct RingBuf {
+    ring: NonNull<bindings::oxrdma_ring>,
     buf: NonNull<u8>,
     len: usize,
 }
@@ -69,11 +71,27 @@ impl RingBuf {
             return Err(EINVAL);
         }
         // SAFETY: plain allocation of whole pages, zeroed by the helper.
-        let buf = NonNull::new(unsafe { bindings::oxrdma_ring_alloc(len, account) }.cast::<u8>())
-            .ok_or(ENOMEM)?;
-        // INVARIANT: a fresh oxrdma_ring_alloc allocation of `len` bytes.
-        let this = Self { buf, len };
+        let ring =
+            NonNull::new(unsafe { bindings::oxrdma_ring_alloc(len, account) }).ok_or(ENOMEM)?;
+        // SAFETY: a fresh allocation; its `addr` is set (and not null) on success.
+        let buf = unsafe { NonNull::new_unchecked((*ring.as_ptr()).addr.cast::<u8>()) };
+        // INVARIANT: a fresh oxrdma_ring_alloc allocation of `len` bytes at `buf`. (Should
+        // `Arc::new` fail, the drop of `this` frees it.)
+        let this = Self { ring, buf, len };
         Ok(Arc::new(this, GFP_KERNEL)?)
+    }
+
+    /// A reference on page `index` of the memory, as a process's mapping of it holds one.
+    pub fn page(&self, index: usize) -> Option<super::super::page_ref::PageRef> {
+        if index >= self.len / PAGE_SIZE {
+            return None;
+        }
+        // SAFETY: in bounds (checked above) of the live area (type invariant).
+        let page = unsafe {
+            kernel::bindings::vmalloc_to_page(self.buf.as_ptr().add(index * PAGE_SIZE).cast())
+        };
+        // SAFETY: a page of the area, which holds a reference on it while `self` lives.
+        Some(unsafe { super::super::page_ref::PageRef::get(NonNull::new(page.cast())?) })
     }
 
     /// Length in bytes (whole pages).
@@ -156,9 +174,13 @@ impl RingBuf {
 
 impl Drop for RingBuf {
     fn drop(&mut self) {
-        // SAFETY: owned allocation (type invariant); no mapping or reference remains (the mmap
-        // entry holds an `Arc` until ib_core's `mmap_free`).
-        unsafe { bindings::vfree(self.buf.as_ptr().cast()) };
+        // The last reference may go in softirq context (a packet's QP reference): the helper
+        // then frees from the module's queue, whose destruction at unload waits for it.
+        let wq = super::super::workqueue::queue_ptr();
+        // SAFETY: owned allocation (type invariant), freed once; no kernel reference to the
+        // memory remains (the mmap entry holds an `Arc` until ib_core's `mmap_free`), and a
+        // process's mappings hold page references of their own. `wq` is a live workqueue.
+        unsafe { bindings::oxrdma_ring_free(self.ring.as_ptr(), wq) };
     }
 }
 
