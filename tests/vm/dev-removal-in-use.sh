@@ -5,8 +5,8 @@
 # IBV_EVENT_DEVICE_FATAL) and of a responder's in the middle of RDMA WRITEs, and `rmmod
 # oxrdma` while a process holds a device open, each done within seconds, not waiting for the
 # process; the writer ends with an error completion; a new device on the same netdev works
-# at once. Then an rdma_cm transfer over oxiwarp whose server's device is deleted. The
-# kernel log stays clean and nothing leaks (vm-run's checks).
+# at once. Then rping over oxiwarp, its server's and then its client's device deleted in the
+# middle: the other side ends. The kernel log stays clean and nothing leaks (vm-run's checks).
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
@@ -82,23 +82,36 @@ info "ok: rmmod done while in use"
 kill "$SERVER_PID" 2>/dev/null || true
 wait "$SERVER_PID" || true
 
-info "oxiwarp, rdma_cm: the server's device deleted in the middle of rping"
 expect_ok modprobe oxrdma
 rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
 rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
-ip netns exec "$NS_B" rping -s -a "$NS_B_IP4" -p 7174 -C 100000000 >"$OX_TMP/rps" 2>&1 &
-SERVER_PID=$!
-wait_until 20 _ox_listening "$SERVER_PID" 7174 "$NS_B" || fail "rping did not listen"
-ip netns exec "$NS_A" rping -c -a "$NS_B_IP4" -p 7174 -C 100000000 >"$OX_TMP/rpc" 2>&1 &
-client=$!
-sleep 3
-kill -0 "$client" || fail "rping ended early: $(<"$OX_TMP/rpc")"
-del_within "$NS_B" oxb_i
-wait_until 60 _ox_exited "$client" || fail "the rping client did not end after the device went"
-kill "$SERVER_PID" 2>/dev/null || true
-wait "$SERVER_PID" || true
-wait "$client" || true
+# rping_cut SIDE: rping over oxiwarp, and SIDE's device (server or client) deleted in the
+# middle of it; the other side's rping ends, the device is made again.
+rping_cut() {
+	local side=$1 ns dev netdev other
+	info "oxiwarp, rdma_cm: the $side's device deleted in the middle of rping"
+	ip netns exec "$NS_B" rping -s -a "$NS_B_IP4" -p 7174 -C 100000000 >"$OX_TMP/rps" 2>&1 &
+	SERVER_PID=$!
+	wait_until 20 _ox_listening "$SERVER_PID" 7174 "$NS_B" || fail "rping did not listen"
+	ip netns exec "$NS_A" rping -c -a "$NS_B_IP4" -p 7174 -C 100000000 >"$OX_TMP/rpc" 2>&1 &
+	client=$!
+	sleep 3
+	kill -0 "$client" || fail "rping ended early: $(<"$OX_TMP/rpc")"
+	if [ "$side" = server ]; then
+		ns=$NS_B dev=oxb_i netdev=$NS_B_DEV other=$client
+	else
+		ns=$NS_A dev=oxa_i netdev=$NS_A_DEV other=$SERVER_PID
+	fi
+	del_within "$ns" "$dev"
+	wait_until 60 _ox_exited "$other" || fail "rping did not end after the $side's device went"
+	kill "$SERVER_PID" "$client" 2>/dev/null || true
+	wait "$SERVER_PID" "$client" || true
+	rdma_link_add -n "$ns" "$dev" oxiwarp "$netdev"
+}
+rping_cut server
+rping_cut client
 link_del -n "$NS_A" oxa_i
+link_del -n "$NS_B" oxb_i
 expect_ok rmmod oxrdma
 info "rmmod oxrdma: clean"
 pass
