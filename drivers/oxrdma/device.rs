@@ -89,16 +89,15 @@ pub(crate) enum NodeKind {
 /// A ring for a new object: memory a process maps (at the offset returned) or, for a kernel
 /// user, plain kernel memory. Each object has at most two (oxrdma's uAPI).
 fn new_ring(user: &mut Option<&mut UserCall<'_>>, len: usize) -> Result<(Arc<RingBuf>, u64)> {
-    // A process's rings count against its memory cgroup.
-    let ring = match user {
-        Some(_) => RingBuf::new_charged(len)?,
-        None => RingBuf::new(len)?,
-    };
-    let offset = match user {
-        Some(c) => c.map_ring(&ring)?,
-        None => 0,
-    };
-    Ok((ring, offset))
+    match user {
+        // A process's rings count against its memory cgroup.
+        Some(c) => {
+            let ring = RingBuf::new_charged(len)?;
+            let offset = c.map_ring(&ring)?;
+            Ok((ring, offset))
+        }
+        None => Ok((RingBuf::new(len)?, 0)),
+    }
 }
 
 /// Copies a create response to the process, if the caller is one.

@@ -102,13 +102,9 @@ pub fn flush() {
 
 /// The module's queue, or the system's unbound queue before it exists (module init only).
 pub fn queue() -> &'static Queue {
-    let wq = RAW.load(Ordering::Acquire);
-    if wq.is_null() {
-        return kernel::workqueue::system_unbound();
-    }
     // SAFETY: a live workqueue until `ModuleWorkqueue::drop`, after which producers no longer
-    // run (module contract).
-    unsafe { Queue::from_raw(wq.cast::<kernel::bindings::workqueue_struct>()) }
+    // run (module contract), or the system's, which lives forever.
+    unsafe { Queue::from_raw(queue_ptr().cast::<kernel::bindings::workqueue_struct>()) }
 }
 
 /// The next online CPU after the one this runs on (wrapping around; the same one if it is

@@ -71,8 +71,8 @@ impl RingBuf {
             return Err(EINVAL);
         }
         // SAFETY: plain allocation of whole pages, zeroed by the helper.
-        let ring =
-            NonNull::new(unsafe { bindings::oxrdma_ring_alloc(len, account) }).ok_or(ENOMEM)?;
+        let raw = unsafe { bindings::oxrdma_ring_alloc(len, account) };
+        let ring = NonNull::new(raw).ok_or(ENOMEM)?;
         // SAFETY: a fresh allocation; its `addr` is set (and not null) on success.
         let buf = unsafe { NonNull::new_unchecked((*ring.as_ptr()).addr.cast::<u8>()) };
         // INVARIANT: a fresh oxrdma_ring_alloc allocation of `len` bytes at `buf`. (Should
@@ -176,10 +176,10 @@ impl Drop for RingBuf {
     fn drop(&mut self) {
         // The last reference may go in softirq context (a packet's QP reference): the helper
         // then frees from the module's queue, whose destruction at unload waits for it.
+        // (No kernel reference to the memory remains: the mmap entry holds an `Arc` until
+        // ib_core's `mmap_free`; a process's mappings hold page references of their own.)
         let wq = super::super::workqueue::queue_ptr();
-        // SAFETY: owned allocation (type invariant), freed once; no kernel reference to the
-        // memory remains (the mmap entry holds an `Arc` until ib_core's `mmap_free`), and a
-        // process's mappings hold page references of their own. `wq` is a live workqueue.
+        // SAFETY: owned allocation (type invariant), freed once; `wq` is a live workqueue.
         unsafe { bindings::oxrdma_ring_free(self.ring.as_ptr(), wq) };
     }
 }
