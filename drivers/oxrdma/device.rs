@@ -109,6 +109,8 @@ fn respond(user: &mut Option<&mut UserCall<'_>>, resp: &[u8]) -> Result {
 }
 
 /// The driver data of one device (port 1 on one netdev).
+///
+/// Invariant: while it exists, its `roce` may be in `rx`'s index; it is not once dropped.
 pub(crate) struct OxDevice {
     pub(crate) kind: NodeKind,
     pub(crate) roce: Arc<RoceDev>,
@@ -142,7 +144,8 @@ impl OxDevice {
             kind == NodeKind::Iwarp && crate::ox::params::iwarp_ext(),
         )?;
         // Last: from here the receiver holds the device until `unregistered` (also when the
-        // registration fails: ib_core then calls `dealloc_driver` too).
+        // registration fails: ib_core then calls `dealloc_driver` too), or until this data is
+        // dropped without having reached ib_core (see `Drop`).
         if kind == NodeKind::Roce {
             rx.add(netdev, roce.clone())?;
         }
@@ -184,6 +187,15 @@ impl OxDevice {
             );
             dev.port_event(1, active);
         }
+    }
+}
+
+impl Drop for OxDevice {
+    fn drop(&mut self) {
+        // A registered device left the index in `unregistered`; data whose device was never
+        // allocated (ib_core's allocation failed after `new`) leaves it here, with the netdev
+        // references the entry holds.
+        self.rx.remove(&self.roce);
     }
 }
 
