@@ -11,8 +11,8 @@
  *   faults DEV GID_INDEX PEER_DEV PEER_GID_INDEX NETDEV
  *
  * DEV and PEER_DEV are oxroce devices that reach each other with their RoCE v2 GIDs of those
- * indexes (RC traffic goes from DEV to PEER_DEV); NETDEV is a netdev on which device creation is swept
- * ("oxfault0", made and deleted over netlink). Prints one line per operation,
+ * indexes (RC traffic goes from DEV to PEER_DEV); NETDEV is a netdev on which device
+ * creation is swept ("oxfault0", made and deleted over netlink). Prints one line per operation,
  * "op NAME runs R failed F errnos E1,E2,.. done D" (D 1 when the sweep ended with a run that
  * had nothing left to fail), then "faults: N injected, H hung". FAULTS_ONLY=NAME sweeps one
  * operation; FAULTS_VERBOSE=1 prints every run; FAULTS_FIRST and FAULTS_RUNS pick the faults
@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <infiniband/verbs.h>
 
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_RUNS 8000
 /* Faults swept one by one before a stride applies (FAULTS_STRIDE). */
 #define DENSE_RUNS 200
@@ -509,7 +510,7 @@ int main(int argc, char **argv)
 	peer_gid_index = atoi(argv[4]);
 	netdev = argv[5];
 	only = getenv("FAULTS_ONLY");
-	verbose = getenv("FAULTS_VERBOSE") != NULL;
+	verbose = !!getenv("FAULTS_VERBOSE");
 	if (getenv("FAULTS_FIRST"))
 		first = atoi(getenv("FAULTS_FIRST"));
 	if (getenv("FAULTS_RUNS"))
@@ -542,7 +543,7 @@ int main(int argc, char **argv)
 	    ibv_query_gid(e.peer_ctx, 1, peer_gid_index, &e.peer_gid))
 		die("MRs, GIDs");
 
-	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(ops); i++)
 		if (!only || !strcmp(only, ops[i].name))
 			ok &= sweep(&e, &ops[i]);
 
