@@ -14,7 +14,8 @@ TEST_KDIR = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && kernel_dir $(VARIAN
 KDIR ?= $(TEST_KDIR)
 KMAKE_VARS = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && echo "$${KMAKE_VARS[@]}"')
 
-.PHONY: all help setup kernel modules provider lint demo check bench vm-run install clean
+.PHONY: all help setup kernel modules provider lint demo check bench fuzz soak faults vm-run install \
+	clean
 
 all: modules provider
 
@@ -24,6 +25,10 @@ help:
 	@echo "make check DEBUG=1   the same on the debug kernel (KASAN, lockdep, kmemleak)"
 	@echo "make bench           oxroce, rxe and TCP side by side on one veth pair (ratios),"
 	@echo "                     on the bench kernel (configs/bench.config)"
+	@echo "make fuzz            a million hostile RoCE packets at live QPs (FUZZ_PACKETS=N)"
+	@echo "make soak            30 minutes of verified mixed traffic under netem (SOAK_MINUTES=N)"
+	@echo "make faults          every allocation of each verb made to fail, one at a time"
+	@echo "                     (these three on the debug kernel: DEBUG=1)"
 	@echo "make modules         build oxrdma.ko (KDIR=<kernel build dir> for another kernel)"
 	@echo "make provider        build userspace-provider/out/liboxrdma-rdmav34.so"
 	@echo "make lint            CLIPPY=1 module build and rustfmt check, warnings are errors"
@@ -60,6 +65,9 @@ check: kernel
 
 bench: kernel modules provider
 	@$(ROOT)/scripts/bench.sh $(VARIANT)
+
+fuzz soak faults: kernel modules provider
+	@$(ROOT)/scripts/hardening.sh $(VARIANT) $@
 
 vm-run: modules provider
 	@$(ROOT)/scripts/vm-run --variant $(VARIANT) $(if $(SCRIPT),$(abspath $(SCRIPT)),-- bash -c '$(CMD)')

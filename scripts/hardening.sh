@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The long hardening runs (issue 14), outside `make check`, which runs a short version of each:
+#
+#   scripts/hardening.sh VARIANT fuzz     tests/vm/roce-fuzz-peer.sh with FUZZ_PACKETS packets
+#                                         (default 1000000; FUZZ_SEED for a given sequence),
+#                                         then tests/vm/roce-hostile-verbs.sh with VERBS_CALLS
+#                                         calls per thread (default 50000; VERBS_SEED)
+#   scripts/hardening.sh VARIANT soak     tests/vm/soak-mixed.sh for SOAK_MINUTES (default 30)
+#   scripts/hardening.sh VARIANT faults   tests/vm/dev-faults.sh, every fault of device creation
+#                                         (check sweeps every 13th after the first 200)
+#
+# (make fuzz, make soak, make faults; DEBUG=1 for the debug kernel, where these runs count.)
+# Logs in out/<run>/. Prints the tests' figures and ends in "N passed, N failed".
+set -uo pipefail
+. "$(dirname "$0")/lib/env.sh"
+variant=$1 what=$2
+cd "$OX_ROOT"
+packets=${FUZZ_PACKETS:-1000000} calls=${VERBS_CALLS:-50000} minutes=${SOAK_MINUTES:-30}
+# Each run: TEST SECONDS [VAR=VALUE...], one per line.
+case $what in
+fuzz) runs="roce-fuzz-peer $((1800 + packets / 100)) FUZZ_PACKETS=$packets ${FUZZ_SEED:+FUZZ_SEED=$FUZZ_SEED}
+roce-hostile-verbs $((1800 + calls / 10)) VERBS_CALLS=$calls ${VERBS_SEED:+VERBS_SEED=$VERBS_SEED}";;
+soak) runs="soak-mixed $((1200 + minutes * 60)) SOAK_MINUTES=$minutes";;
+faults) runs="dev-faults 7200 FAULTS_STRIDE=1";;
+*)
+	echo "usage: $0 VARIANT fuzz|soak|faults" >&2
+	exit 2;;
+esac
+logs=$OX_ROOT/out/$what
+rm -rf "$logs"; mkdir -p "$logs"
+passed=0 failed=0
+while read -r test limit vars; do
+	start=$SECONDS
+	echo "== $what: $test on the $variant kernel $vars"
+	# shellcheck disable=SC2086
+	"$OX_ROOT/scripts/vm-run" --variant "$variant" --timeout "$limit" --out "$logs/$test" -- \
+		env $vars bash "$OX_ROOT/tests/vm/$test.sh" >"$logs/$test.log" 2>&1 </dev/null
+	rc=$?
+	grep -E '^\[ *[0-9.]+\] ' "$logs/$test.log" |
+		grep -E 'fuzz:|verbs-fuzz|soak:|faults:|counters|slab|integrity runs|runs ok|op [a-z_]+ runs' |
+		sed 's/^/  /'
+	if [ $rc = 0 ]; then
+		passed=$((passed + 1))
+		echo "PASS $test ($((SECONDS - start)) s)"
+	else
+		failed=$((failed + 1))
+		echo "FAIL $test (exit $rc, $((SECONDS - start)) s; log: out/$what/$test.log)"
+		grep -vE '^\[ *[0-9.]+\]' "$logs/$test.log" | tail -15 | sed 's/^/    /'
+	fi
+done <<<"$runs"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
