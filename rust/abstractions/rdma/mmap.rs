@@ -221,17 +221,17 @@ impl MmapEntry {
         uctx: *mut bindings::ib_ucontext,
         ring: &Arc<RingBuf>,
     ) -> Result<(Self, u64)> {
-        let entry = KBox::new(
+        let mut entry = KBox::new(
             Entry {
                 rdma: Default::default(),
-                ring: Arc::into_raw(ring.clone()),
+                ring: core::ptr::null(),
             },
             GFP_KERNEL,
-        );
-        let entry = match entry {
-            Ok(e) => KBox::into_raw(e),
-            Err(e) => return Err(e.into()),
-        };
+        )?;
+        // The entry's reference is taken once the entry exists: a failed allocation must not
+        // leak it.
+        entry.ring = Arc::into_raw(ring.clone());
+        let entry = KBox::into_raw(entry);
         // SAFETY: `uctx` is live (contract); `entry` is a fresh, zeroed entry that ib_core
         // keeps until `mmap_free`.
         let ret = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, entry.cast(), ring.len()) };
