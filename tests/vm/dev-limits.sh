@@ -76,7 +76,10 @@ info "memory cgroup: $made CQs made; memory.current: $(val before "$out") before
 expect_eq "$(val errno "$out")" 12 "errno of the CQ beyond the limit (ENOMEM)"
 if ((made >= 2)); then
 	grew=$(($(val after-1 "$out") - $(val after-0 "$out")))
-	((grew >= 4 << 20)) || fail "memory cgroup: the second CQ charged $grew bytes, not its ring"
+	# memory.current moves in per-CPU batches of 64 pages (MEMCG_CHARGE_BATCH), and the
+	# process's other charges come and go: the 4 MiB ring shows as at least 4 MiB - 256 KiB.
+	((grew >= (4 << 20) - 64 * 4096)) ||
+		fail "memory cgroup: the second CQ charged $grew bytes, not its ring"
 	info "ok: the second CQ charged $grew bytes"
 fi
 expect_eq "$(awk '$1 == "oom_kill" {print $2}' "$grp/memory.events")" "$oom0" \
