@@ -232,8 +232,8 @@ impl MmapEntry {
         // leak it.
         entry.ring = Arc::into_raw(ring.clone());
         let entry = KBox::into_raw(entry);
-        // SAFETY: `uctx` is live (contract); `entry` is a fresh, zeroed entry that ib_core
-        // keeps until `mmap_free`.
+        // SAFETY: `uctx` is live (contract); `entry` is a fresh entry, its `rdma` part zeroed,
+        // that ib_core keeps until `mmap_free`.
         let ret = unsafe { bindings::rdma_user_mmap_entry_insert(uctx, entry.cast(), ring.len()) };
         if ret != 0 {
             // SAFETY: not inserted, so still ours alone: releases the `Arc` and the box.
