@@ -6,8 +6,10 @@
 # over netlink, opening the device, PD, MR, CQ, SRQ, RC and UD QPs, AH, an RC QP's way to
 # RTS, and an RDMA WRITE's doorbell. Device creation has some 3600 faults: the first 200 are
 # swept one by one, then every FAULTS_STRIDE-th (default 13; `make faults`: 1, all of them).
-# Every failed run must end in an error return or an error completion, never a hang;
-# afterwards the netdev the devices were made on is deleted at once (no reference left
+# Every failed run must end in an error return or an error completion, never a hang. Then,
+# without faults, 300 fresh RC pairs each post a WRITE the moment they are connected (a WQE
+# published just as the kernel ended a run of the queue once stayed in the ring for good).
+# Afterwards the netdev the devices were made on is deleted at once (no reference left
 # behind: a device whose ib_core allocation failed once kept two), the devices still move
 # data, ibv_rc_pingpong runs between them and the module unloads. On the debug kernel
 # kmemleak checks that the failed runs leaked nothing (the harness fails the test on any
@@ -45,6 +47,7 @@ done
 # The transmit path retries what it could not allocate: its WRITEs may all succeed.
 expect_match "$EXPECT_OUT" "^op rdma_write runs [1-9][0-9]* failed [0-9]+ errnos [0-9,-]+ done 1$" \
 	"rdma_write: faults injected until none was left"
+expect_match "$EXPECT_OUT" '^fresh pairs 300 ok$' "every fresh pair's first WRITE completed"
 expect_match "$EXPECT_OUT" '^final write ok$' "a WRITE without faults afterwards"
 expect_match "$EXPECT_OUT" '^faults: [1-9][0-9]* injected, 0 hung$' "faults injected, none hung"
 [ ! -e /sys/class/infiniband/oxfault0 ] || fail "oxfault0 is left after the sweep"

@@ -1008,7 +1008,7 @@ impl QpInner {
                     // meanwhile. With the ring empty, the process rings the doorbell again
                     // once the busy mark is clear; the ring is read again after clearing it
                     // (the doorbell rule in rust/uapi), so no WQE is left behind.
-                    if st.state != St::Rts || self.iw_ring_idle(st) {
+                    if st.state != St::Rts || self.sq_idle(st) {
                         break;
                     }
                     let before = st.next_seq;
@@ -1028,20 +1028,6 @@ impl QpInner {
                 }
             }
         }
-    }
-
-    /// Whether the SQ ring is empty; if so, the busy mark is cleared (and the ring checked
-    /// once more, setting the mark again if the process posted in between).
-    fn iw_ring_idle(&self, st: &mut QpState) -> bool {
-        if self.sq.refresh(&mut st.sq_view).is_err() || !st.sq_view.is_empty() {
-            return false;
-        }
-        self.sq.clear_busy();
-        if self.sq.refresh(&mut st.sq_view).is_ok() && st.sq_view.is_empty() {
-            return true;
-        }
-        self.sq.set_busy();
-        false
     }
 
     /// Frames the segment `seg` with `n` bytes of payload that `fill` writes (returning

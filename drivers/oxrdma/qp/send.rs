@@ -93,37 +93,37 @@ impl QpInner {
                 TimerAction::Error(_) | TimerAction::Nothing | TimerAction::Resume => {}
             }
         }
-        // Passes over the ring while the process keeps publishing WQEs just as the kernel
-        // stops being busy; more than a few and the rest waits for the QP's work item.
-        let mut passes = 0;
-        loop {
-            passes += 1;
-            if passes > SERVICE_PASSES {
-                self.kick();
-                break;
-            }
-            if *budget == 0 {
-                break;
-            }
-            if st.state == St::Rts {
-                self.sq.set_busy();
-                if let Err(f) = self.take_send_wqes(&mut st) {
-                    self.ring_fault(&mut st, f);
+        // Takes WQEs, transmits, completes; then takes again what the process published
+        // meanwhile, until the ring is empty (the busy mark then clear) or the requester can
+        // take nothing more (full, or a fence waiting: the completions that free it run the
+        // QP again). More than a few passes and the rest waits for the QP's work item.
+        if st.state == St::Rts {
+            self.sq.set_busy();
+            if let Err(f) = self.take_send_wqes(&mut st) {
+                self.ring_fault(&mut st, f);
+                if st.state != St::Rts {
                     return None;
                 }
             }
+        }
+        let mut passes = 0;
+        loop {
             self.transmit(&mut st, now, budget);
             self.complete_sends(&mut st);
-            if st.state != St::Rts {
+            if st.state != St::Rts || *budget == 0 || self.sq_idle(&mut st) {
                 break;
             }
-            // Stop being busy only with the ring empty; re-check after clearing (see the
-            // doorbell rule in rust/uapi).
-            if self.sq.refresh(&mut st.sq_view).is_err() || !st.sq_view.is_empty() {
+            passes += 1;
+            if passes == SERVICE_PASSES {
+                self.kick();
                 break;
             }
-            self.sq.clear_busy();
-            if self.sq.refresh(&mut st.sq_view).is_err() || st.sq_view.is_empty() {
+            let before = st.next_seq;
+            if let Err(f) = self.take_send_wqes(&mut st) {
+                self.ring_fault(&mut st, f);
+                break;
+            }
+            if st.next_seq == before {
                 break;
             }
         }
@@ -142,6 +142,20 @@ impl QpInner {
         );
         self.to_error(st, Some(wc_status::LOC_QP_OP_ERR));
         self.events.raise(QpEvent::Fatal);
+    }
+
+    /// Whether the SQ ring is empty; if so, the busy mark is cleared (and the ring checked
+    /// once more, setting the mark again if the process posted in between).
+    pub(super) fn sq_idle(&self, st: &mut QpState) -> bool {
+        if self.sq.refresh(&mut st.sq_view).is_err() || !st.sq_view.is_empty() {
+            return false;
+        }
+        self.sq.clear_busy();
+        if self.sq.refresh(&mut st.sq_view).is_ok() && st.sq_view.is_empty() {
+            return true;
+        }
+        self.sq.set_busy();
+        false
     }
 
     pub(super) fn take_send_wqes(&self, st: &mut QpState) -> Result<(), RingFault> {
