@@ -86,6 +86,8 @@ const BURST: u32 = WINDOW;
 /// Passes of one run in process context before the rest goes back to the work item (from
 /// softirq context a run is one pass).
 const PROCESS_PASSES: u32 = 8;
+/// How soon (us) the send side tries again to take a WQE it could not allocate for.
+const NOMEM_RETRY_US: u64 = 1000;
 
 /// A posted send WQE the requester works on.
 struct SendOp {
@@ -265,6 +267,9 @@ pub(crate) struct QpInner {
     kernel: bool,
     /// In the error state (a mirror for the kernel post path, which does not take `st`).
     errored: AtomicBool,
+    /// The send side left a WQE in the SQ ring for want of memory (`RingFault::NoMemory`):
+    /// whoever runs it next arms the timer to take it again ([`QpInner::retry_later`]).
+    retry: AtomicBool,
     /// A QP of an iWARP device: its data path is `qp/iwarp.rs`, over a TCP connection.
     iwarp: bool,
     /// An iWARP QP's connection (taken before `st`; process context only).
@@ -443,6 +448,7 @@ impl QpInner {
                 events: p.events,
                 kernel: p.kernel,
                 errored: AtomicBool::new(false),
+                retry: AtomicBool::new(false),
                 iwarp: p.iwarp,
                 iw_io <- kernel::new_mutex!(None, "oxrdma_qp_iw"),
                 sq_post <- post_view(slots),
@@ -512,11 +518,20 @@ impl QpInner {
             if let Some(d) = self.service(now, &mut budget) {
                 self.timer.arm_earlier_us(self, d.saturating_sub(now));
             }
+            self.retry_later();
             if budget > 0 {
                 return;
             }
         }
         self.kick();
+    }
+
+    /// Arms the timer to run the send side again in [`NOMEM_RETRY_US`] if it left a WQE in
+    /// the SQ ring for want of memory.
+    pub(crate) fn retry_later(self: &Arc<Self>) {
+        if self.retry.swap(false, Ordering::Relaxed) {
+            self.timer.arm_earlier_us(self, NOMEM_RETRY_US);
+        }
     }
 
     /// Has the send side run soon, from the module's workqueue (any context).
@@ -815,7 +830,7 @@ impl QpInner {
         // Send WQEs still in the ring.
         if self.sq.refresh(&mut st.sq_view).is_ok() {
             while let Some(slot) = st.sq_view.peek() {
-                let wr_id = self.sq.read(slot).map(|e| e.wqe.wr_id).unwrap_or(0);
+                let wr_id = self.sq.wr_id_at(slot);
                 st.sq_view.consume();
                 self.send_cq.push(
                     &Cqe {

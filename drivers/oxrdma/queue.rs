@@ -98,6 +98,9 @@ pub(crate) enum RingFault {
     Index,
     /// The entry is malformed.
     Entry,
+    /// Not the process's doing: the kernel could not allocate the entry's copy. The entry
+    /// stays in the ring, to be taken again later.
+    NoMemory,
 }
 
 /// A receive WQE copied out of a ring (taken in the receive softirq: no allocation).
@@ -331,7 +334,7 @@ impl SendRing {
             if n > body {
                 return Err(RingFault::Entry);
             }
-            inline = KVec::from_elem(0u8, n, GFP_ATOMIC).map_err(|_| RingFault::Entry)?;
+            inline = KVec::from_elem(0u8, n, GFP_ATOMIC).map_err(|_| RingFault::NoMemory)?;
             self.ring
                 .read(at + SEND_WQE_SIZE, &mut inline)
                 .map_err(|_| RingFault::Entry)?;
@@ -346,7 +349,7 @@ impl SendRing {
                     .read(at + SEND_WQE_SIZE + i * SGE_SIZE, &mut raw)
                     .map_err(|_| RingFault::Entry)?;
                 sges.push(sge_from(&raw), GFP_ATOMIC)
-                    .map_err(|_| RingFault::Entry)?;
+                    .map_err(|_| RingFault::NoMemory)?;
             }
         }
         Ok(SendEntry { wqe, sges, inline })

@@ -34,6 +34,7 @@ impl QpInner {
                 sent += 1;
                 let entry = match self.sq.read(slot) {
                     Ok(e) => e,
+                    Err(RingFault::NoMemory) => return self.ring_fault(st, RingFault::NoMemory),
                     Err(f) => {
                         let wr_id = self.sq.wr_id_at(slot);
                         st.sq_view.consume();

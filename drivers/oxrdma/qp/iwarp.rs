@@ -696,6 +696,7 @@ impl QpInner {
         if again {
             self.kick();
         }
+        self.retry_later();
     }
 
     /// The plan reached the socket, whose stream now ends at `end()` (`pages`: some of its
@@ -869,12 +870,20 @@ impl QpInner {
         self.sq.refresh(&mut st.sq_view)?;
         let ext = st.iw.as_ref().is_some_and(|iw| iw.ext);
         let mut took = false;
+        let mut nomem = false;
         while let Some(slot) = st.sq_view.peek() {
             let idx = (st.next_seq % REQ_WQES as u64) as usize;
             if st.ops[idx].is_some() {
                 break;
             }
-            let entry = self.sq.read(slot)?;
+            let entry = match self.sq.read(slot) {
+                Ok(e) => e,
+                Err(RingFault::NoMemory) => {
+                    nomem = true;
+                    break;
+                }
+                Err(f) => return Err(f),
+            };
             st.sq_view.consume();
             took = true;
             let w = entry.wqe;
@@ -955,6 +964,9 @@ impl QpInner {
         }
         if took {
             self.sq.publish_consumer(st.sq_view.consumer());
+        }
+        if nomem {
+            return Err(RingFault::NoMemory);
         }
         Ok(())
     }

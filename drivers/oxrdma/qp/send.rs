@@ -134,7 +134,14 @@ impl QpInner {
         st.req.as_ref().and_then(|r| r.deadline())
     }
 
+    /// The send queue could not be taken from: the process's fault (the QP goes to the error
+    /// state), or, for [`RingFault::NoMemory`], the kernel's (the WQE stays in the ring and
+    /// the QP's timer takes it again, [`QpInner::retry_later`]).
     pub(super) fn ring_fault(&self, st: &mut QpState, f: RingFault) {
+        if f == RingFault::NoMemory {
+            self.retry.store(true, Ordering::Relaxed);
+            return;
+        }
         pr_info!(
             "QP {}: invalid send queue ({:?}); QP in error\n",
             self.qpn,
@@ -161,6 +168,7 @@ impl QpInner {
     pub(super) fn take_send_wqes(&self, st: &mut QpState) -> Result<(), RingFault> {
         self.sq.refresh(&mut st.sq_view)?;
         let mut took = false;
+        let mut nomem = false;
         while let Some(slot) = st.sq_view.peek() {
             let idx = (st.next_seq % REQ_WQES as u64) as usize;
             if st.ops[idx].is_some() {
@@ -168,6 +176,10 @@ impl QpInner {
             }
             let entry = match self.sq.read(slot) {
                 Ok(e) => e,
+                Err(RingFault::NoMemory) => {
+                    nomem = true;
+                    break;
+                }
                 Err(f) => {
                     // Malformed beyond validation (lengths past the slot): complete it as a
                     // local QP operation error, then the QP goes to the error state.
@@ -215,6 +227,9 @@ impl QpInner {
         }
         if took {
             self.sq.publish_consumer(st.sq_view.consumer());
+        }
+        if nomem {
+            return Err(RingFault::NoMemory);
         }
         Ok(())
     }
