@@ -12,9 +12,13 @@
 # QP, and the other side's last SEND ends in "transport retry counter exceeded" (as it must,
 # about 5 s later). That one case is told apart and counted, not failed: the other side did
 # all 200 iterations, and the driver logged the failing QP's retries as exhausted with only
-# its 200th message unacknowledged. Outcome also: the kernel's unreclaimable slab no larger
-# at the end than after the first round (within 4 MiB), and the module unloads; the harness
-# fails the test on any splat. Prints the runs, the bytes verified and the memory per minute.
+# its 200th message unacknowledged. An open bug is told apart the same way: an rping whose
+# client ended with its pings verified while the server, its pings verified too, never
+# sees the disconnect (60 s; about 1 run in 40 to 200); the connection's state is
+# recorded and shown, and the run counted, not failed. Outcome also: the kernel's
+# unreclaimable slab no larger at the end than after the first round (within 4 MiB), and the
+# module unloads; the harness fails the test on any splat. Prints the runs, the bytes
+# verified and the memory per minute.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
@@ -93,6 +97,22 @@ run_one() {
 		wait_until 30 listening "$NS_B" 7180 || true
 		timeout 180 ip netns exec "$NS_A" rping -c -a "$NS_B_IP4" -p 7180 -v -C 20 -S 4000 \
 			>"$out" 2>&1 || crc=$?
+		if [ "$crc" = 0 ] && ! wait_until 60 _ox_exited "$spid"; then
+			# The open bug (Documentation/robustness.rst): the client is done, the
+			# server never hears of the disconnect. Record the connection's state.
+			{
+				echo "client done; server still running 60 s later"
+				ip netns exec "$NS_A" ss -tanoi "sport = :7180 or dport = :7180"
+				ip netns exec "$NS_B" ss -tanoi "sport = :7180 or dport = :7180"
+				rdma res show cm_id
+				rdma res show qp link oxb_i/1
+			} >"$out.hang" 2>&1
+			kill -TERM "$spid" 2>/dev/null || true
+			wait "$spid" || true
+			[ "$(grep -c 'ping data: rdma-ping-' "$out")" = 20 ] &&
+				[ "$(grep -c 'ping data: rdma-ping-' "$out.server")" = 20 ] || return 1
+			return 2
+		fi
 		wait "$spid" || src=$?
 		# rping's server may exit 255 on its own teardown race (see run_pair in lib.sh);
 		# its pings are checked all the same.
@@ -111,11 +131,15 @@ run_one() {
 
 # loop KIND END: runs of KIND until END (epoch seconds); "ok N" or "FAILED N" lines.
 loop() {
-	local kind=$1 end=$2 n=0
+	local kind=$1 end=$2 n=0 rc
 	while (($(date +%s) < end)); do
 		n=$((n + 1))
-		if run_one "$kind" "$n"; then
+		rc=0
+		run_one "$kind" "$n" || rc=$?
+		if [ "$rc" = 0 ]; then
 			echo "ok $n"
+		elif [ "$rc" = 2 ]; then
+			echo "HUNG $n"
 		else
 			echo "FAILED $n"
 			rdma statistic show >>"$log/$kind.$n"
@@ -126,7 +150,10 @@ loop() {
 read -r -a kinds <<<"${SOAK_KINDS:-integrity pingpong rping}"
 info "a first round of each, then the baseline"
 for k in "${kinds[@]}"; do
-	run_one "$k" 0 || { _ox_show "$k, first round" "$(<"$log/$k.0")"; fail "$k: first round failed"; }
+	rc=0
+	run_one "$k" 0 || rc=$?
+	[ "$rc" = 0 ] || [ "$rc" = 2 ] ||
+		{ _ox_show "$k, first round" "$(<"$log/$k.0")"; fail "$k: first round failed"; }
 done
 sync; echo 3 >/proc/sys/vm/drop_caches
 slab0=$(unreclaimable_kib)
@@ -156,6 +183,13 @@ for k in "${kinds[@]}"; do
 	((ok > 0)) || fail "$k: no run completed in $minutes min"
 	failed=$((failed + ko))
 done
+hung=$(grep -c '^HUNG' "$log/rping" 2>/dev/null || true)
+if ((${hung:-0} > 0)); then
+	info "rping: $hung runs met the open bug (client done, both sides' pings verified, the" \
+		"server never saw the disconnect; Documentation/robustness.rst): counted, not failed"
+	n=$(awk '$1 == "HUNG" {print $2; exit}' "$log/rping")
+	_ox_show "rping run $n, 60 s after its client ended" "$(<"$log/rping.$n.hang")"
+fi
 runs_int=$(grep -c '^ok' "$log/integrity" 2>/dev/null || true)
 runs_pp=$(grep -c '^ok' "$log/pingpong" 2>/dev/null || true)
 lost=$(grep -c . "$log/pingpong.lost" 2>/dev/null || true)
