@@ -464,9 +464,8 @@ impl TcpSocket {
         if len == 0 {
             return Ok(0);
         }
-        // SAFETY: the socket is valid (type invariant); each piece names bytes of a page that
-        // `pages` holds a reference on during the call (`PageRange`'s invariants), and the
-        // socket takes its own before the call returns.
+        // SAFETY: valid socket (type invariant); each piece is bytes of a page `pages` holds a
+        // reference on for the call (`PageRange`), and the socket takes its own before return.
         let r = unsafe {
             bindings::oxrdma_sock_send_pages(self.sock.as_ptr(), pieces.as_ptr(), n, len, more)
         };
