@@ -16,37 +16,14 @@ set -euo pipefail
 
 oxroce_pair
 
-# writer PORT: ib_write_bw between the namespaces for up to 600 s, in the background (SERVER_PID,
-# CLIENT_PID; output in $OX_TMP/server.PORT and $OX_TMP/client.PORT), once it moves data.
-writer() {
-	local port=$1
-	ip netns exec "$NS_B" ib_write_bw -d oxb_r -x "$GID_B" -p "$port" -F -D 600 \
-		>"$OX_TMP/server.$port" 2>&1 &
-	SERVER_PID=$!
-	wait_until 20 _ox_listening "$SERVER_PID" "$port" "$NS_B" || fail "ib_write_bw did not listen"
-	ip netns exec "$NS_A" stdbuf -oL ib_write_bw -d oxa_r -x "$GID_A" -p "$port" -F -D 600 \
-		"$NS_B_IP4" >"$OX_TMP/client.$port" 2>&1 &
-	CLIENT_PID=$!
-	wait_until 90 grep -q 'BW peak' "$OX_TMP/client.$port" ||
-		fail "no transfer: $(<"$OX_TMP/client.$port")"
-}
-
-# moving NS DEV SECONDS: DEV's transmitted packet count (in NS) grows within SECONDS.
-moving() {
-	local before
-	before=$(ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_packets")
-	sleep "$3"
-	(($(ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_packets") > before))
-}
-
 info "MTU changes on both ends under traffic"
-writer 18700
+roce_writer 18700
 for mtu in 9000 1500 9000 1500; do
 	expect_ok ip netns exec "$NS_A" ip link set dev "$NS_A_DEV" mtu "$mtu"
 	expect_ok ip netns exec "$NS_B" ip link set dev "$NS_B_DEV" mtu "$mtu"
 	sleep 1
 done
-moving "$NS_A" "$NS_A_DEV" 3 || fail "no traffic after the MTU changes"
+tx_moving "$NS_A" "$NS_A_DEV" 3 || fail "no traffic after the MTU changes"
 kill -0 "$CLIENT_PID" || fail "the writer ended after MTU changes: $(<"$OX_TMP/client.18700")"
 kill -0 "$SERVER_PID" || fail "the responder ended after MTU changes: $(<"$OX_TMP/server.18700")"
 info "ok: the transfer carries on after 4 MTU changes"
@@ -63,7 +40,7 @@ check_pingpong "after the kill: server" "$PAIR_SERVER_OUT" 100
 check_pingpong "after the kill: client" "$PAIR_CLIENT_OUT" 100
 
 info "the responder's namespace deleted in the middle of a transfer"
-writer 18702
+roce_writer 18702
 ip netns exec "$NS_A" ibv_asyncwatch -d oxa_r >"$OX_TMP/events" 2>&1 &
 watcher=$!
 sleep 1

@@ -783,6 +783,30 @@ oxroce_pair() {
 	info "oxroce_pair: oxa_r GID $GID_A, oxb_r GID $GID_B"
 }
 
+# roce_writer PORT: ib_write_bw from oxa_r to oxb_r (oxroce_pair) for up to 600 s, in the
+# background (SERVER_PID, CLIENT_PID; output in $OX_TMP/server.PORT and $OX_TMP/client.PORT),
+# once it moves data.
+roce_writer() {
+	local port=$1
+	ip netns exec "$NS_B" ib_write_bw -d oxb_r -x "$GID_B" -p "$port" -F -D 600 \
+		>"$OX_TMP/server.$port" 2>&1 &
+	SERVER_PID=$!
+	wait_until 20 _ox_listening "$SERVER_PID" "$port" "$NS_B" || fail "ib_write_bw did not listen"
+	ip netns exec "$NS_A" stdbuf -oL ib_write_bw -d oxa_r -x "$GID_A" -p "$port" -F -D 600 \
+		"$NS_B_IP4" >"$OX_TMP/client.$port" 2>&1 &
+	CLIENT_PID=$!
+	wait_until 90 grep -q 'BW peak' "$OX_TMP/client.$port" ||
+		fail "no transfer: $(<"$OX_TMP/client.$port")"
+}
+
+# tx_moving NS DEV SECONDS: DEV's transmitted packet count (in NS) grows within SECONDS.
+tx_moving() {
+	local before
+	before=$(ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_packets")
+	sleep "$3"
+	(($(ip netns exec "$1" cat "/sys/class/net/$2/statistics/tx_packets") > before))
+}
+
 # use_provider: make libibverbs load oxrdma's uninstalled userspace provider.
 use_provider() {
 	[[ -f $OX_ROOT/userspace-provider/out/liboxrdma-rdmav34.so ]] || fail "provider not built"
