@@ -528,8 +528,9 @@ impl QpInner {
 
     /// Arms the timer to run the send side again in [`NOMEM_RETRY_US`] if it left a WQE in
     /// the SQ ring for want of memory.
-    pub(crate) fn retry_later(self: &Arc<Self>) {
-        if self.retry.swap(false, Ordering::Relaxed) {
+    fn retry_later(self: &Arc<Self>) {
+        // (A load first: the flag is rarely set, and every run pass asks.)
+        if self.retry.load(Ordering::Relaxed) && self.retry.swap(false, Ordering::Relaxed) {
             self.timer.arm_earlier_us(self, NOMEM_RETRY_US);
         }
     }

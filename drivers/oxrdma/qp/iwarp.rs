@@ -34,6 +34,7 @@
 //! the connection; either way the QP goes to the error state, its work is flushed, and
 //! `Close` is reported, once, after which the iw_cm lets go of the QP.
 
+use super::send::Taken;
 use super::*;
 use crate::ox::error::code;
 use crate::ox::params;
@@ -867,25 +868,8 @@ impl QpInner {
 
     /// Takes the SQ's new WQEs into the operation slots (validated and copied once).
     fn iw_take(&self, st: &mut QpState) -> Result<(), RingFault> {
-        self.sq.refresh(&mut st.sq_view)?;
         let ext = st.iw.as_ref().is_some_and(|iw| iw.ext);
-        let mut took = false;
-        let mut nomem = false;
-        while let Some(slot) = st.sq_view.peek() {
-            let idx = (st.next_seq % REQ_WQES as u64) as usize;
-            if st.ops[idx].is_some() {
-                break;
-            }
-            let entry = match self.sq.read(slot) {
-                Ok(e) => e,
-                Err(RingFault::NoMemory) => {
-                    nomem = true;
-                    break;
-                }
-                Err(f) => return Err(f),
-            };
-            st.sq_view.consume();
-            took = true;
+        self.take_sq(st, |st, idx, entry| {
             let w = entry.wqe;
             let v = w.validate_for(
                 self.caps.max_send_sge as u8,
@@ -961,14 +945,8 @@ impl QpInner {
             }
             st.ops[idx] = Some(op);
             st.next_seq += 1;
-        }
-        if took {
-            self.sq.publish_consumer(st.sq_view.consumer());
-        }
-        if nomem {
-            return Err(RingFault::NoMemory);
-        }
-        Ok(())
+            Taken::Next
+        })
     }
 
     /// Plans what can be sent into `plan` (empty; gathering payload in `scratch`): READ and

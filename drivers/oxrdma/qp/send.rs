@@ -8,6 +8,17 @@ use crate::stats::Counter;
 /// Most passes of one [`QpInner::service`] call over the SQ ring.
 const SERVICE_PASSES: u32 = 4;
 
+/// What the taker given a WQE by [`QpInner::take_sq`] did with it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Taken {
+    /// Took it (it leaves the ring); the next one, please.
+    Next,
+    /// Took it; no more for now.
+    Last,
+    /// Left it in the ring; no more for now.
+    Left,
+}
+
 impl QpInner {
     // ---- the send side ---------------------------------------------------------------------
 
@@ -165,10 +176,20 @@ impl QpInner {
         false
     }
 
-    pub(super) fn take_send_wqes(&self, st: &mut QpState) -> Result<(), RingFault> {
+    /// Offers the SQ ring's WQEs, in order and copied out of the ring, to `take`, with the
+    /// operation slot each one goes to, while the requester has a free slot and `take` asks
+    /// for more. A WQE malformed beyond validation (lengths past its slot) completes as a
+    /// local QP operation error and ends the taking with its fault (the QP then goes to the
+    /// error state); one that cannot be copied for want of memory stays in the ring
+    /// ([`RingFault::NoMemory`]).
+    pub(super) fn take_sq(
+        &self,
+        st: &mut QpState,
+        mut take: impl FnMut(&mut QpState, usize, SendEntry) -> Taken,
+    ) -> Result<(), RingFault> {
         self.sq.refresh(&mut st.sq_view)?;
         let mut took = false;
-        let mut nomem = false;
+        let mut done = Ok(());
         while let Some(slot) = st.sq_view.peek() {
             let idx = (st.next_seq % REQ_WQES as u64) as usize;
             if st.ops[idx].is_some() {
@@ -176,29 +197,41 @@ impl QpInner {
             }
             let entry = match self.sq.read(slot) {
                 Ok(e) => e,
-                Err(RingFault::NoMemory) => {
-                    nomem = true;
-                    break;
-                }
                 Err(f) => {
-                    // Malformed beyond validation (lengths past the slot): complete it as a
-                    // local QP operation error, then the QP goes to the error state.
-                    let wr_id = self.sq.wr_id_at(slot);
-                    st.sq_view.consume();
-                    self.sq.publish_consumer(st.sq_view.consumer());
-                    self.send_cq.push(
-                        &Cqe {
-                            wr_id,
+                    if f != RingFault::NoMemory {
+                        st.sq_view.consume();
+                        took = true;
+                        let cqe = Cqe {
+                            wr_id: self.sq.wr_id_at(slot),
                             status: wc_status::LOC_QP_OP_ERR,
                             qp_num: self.qpn,
                             ..Default::default()
-                        },
-                        false,
-                        &self.events,
-                    );
-                    return Err(f);
+                        };
+                        self.send_cq.push(&cqe, false, &self.events);
+                    }
+                    done = Err(f);
+                    break;
                 }
             };
+            let taken = take(st, idx, entry);
+            if taken == Taken::Left {
+                break;
+            }
+            st.sq_view.consume();
+            took = true;
+            if taken == Taken::Last {
+                break;
+            }
+        }
+        if took {
+            self.sq.publish_consumer(st.sq_view.consumer());
+        }
+        done
+    }
+
+    /// Takes the SQ's new WQEs into the requester.
+    pub(super) fn take_send_wqes(&self, st: &mut QpState) -> Result<(), RingFault> {
+        self.take_sq(st, |st, idx, entry| {
             // A fenced WQE waits until everything before it (in particular RDMA READs and
             // ATOMICs, IBA 10.8.3.3) has completed; it stays in the ring meanwhile and the
             // completions that free the requester run the QP again. A local operation (REG_MR,
@@ -211,27 +244,20 @@ impl QpInner {
                 // Completions already acknowledged may be all that is in the way.
                 self.complete_sends(st);
                 if st.state != St::Rts || !idle(st) {
-                    break;
+                    return Taken::Left;
                 }
             }
-            st.sq_view.consume();
-            took = true;
             if local {
                 self.local_op(st, idx, entry);
             } else {
                 self.post_one(st, idx, entry);
             }
-            if st.state != St::Rts {
-                break;
+            if st.state == St::Rts {
+                Taken::Next
+            } else {
+                Taken::Last
             }
-        }
-        if took {
-            self.sq.publish_consumer(st.sq_view.consumer());
-        }
-        if nomem {
-            return Err(RingFault::NoMemory);
-        }
-        Ok(())
+        })
     }
 
     /// Posts a kernel user's send WR into the SQ ring (any context: no sleeping) and kicks
