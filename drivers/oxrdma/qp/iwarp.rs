@@ -34,7 +34,6 @@
 //! the connection; either way the QP goes to the error state, its work is flushed, and
 //! `Close` is reported, once, after which the iw_cm lets go of the QP.
 
-use super::send::Taken;
 use super::*;
 use crate::ox::error::code;
 use crate::ox::params;
@@ -869,84 +868,91 @@ impl QpInner {
     /// Takes the SQ's new WQEs into the operation slots (validated and copied once).
     fn iw_take(&self, st: &mut QpState) -> Result<(), RingFault> {
         let ext = st.iw.as_ref().is_some_and(|iw| iw.ext);
-        self.take_sq(st, |st, idx, entry| {
-            let w = entry.wqe;
-            let v = w.validate_for(
-                self.caps.max_send_sge as u8,
-                self.caps.max_inline_data,
-                self.kernel,
-            );
-            let mut op = SendOp {
-                wr_id: w.wr_id,
-                opcode: WrOpcode::Send,
-                flags: w.flags,
-                imm_or_inv: w.imm_or_inv,
-                remote_addr: w.remote_addr,
-                rkey: w.rkey,
-                compare_add: 0,
-                swap: 0,
-                len: 0,
-                sges: entry.sges,
-                inline: entry.inline,
-                local_error: None,
-            };
-            let len: u64 = if w.flags & WQE_FLAG_INLINE != 0 {
-                op.inline.len() as u64
-            } else {
-                op.sges.iter().map(|s| u64::from(s.length)).sum()
-            };
-            match (v.map(|v| v.opcode), u32::try_from(len)) {
-                // An RDMA WRITE with immediate needs RFC 7306 (both sides speak it).
-                (Ok(o @ (WrOpcode::Send | WrOpcode::SendWithInv | WrOpcode::RdmaWrite)), Ok(l))
-                | (Ok(o @ (WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv)), Ok(l))
-                | (Ok(o @ WrOpcode::RdmaWriteWithImm), Ok(l))
-                    if l <= crate::device::limits::MAX_MSG_SZ
-                        && (ext || o != WrOpcode::RdmaWriteWithImm) =>
-                {
-                    op.opcode = o;
-                    op.len = l;
-                }
-                // RFC 7306's atomics, whose original value lands in 8 bytes of the SGEs.
-                (Ok(o @ (WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd)), Ok(8))
-                    if ext && w.flags & WQE_FLAG_INLINE == 0 =>
-                {
-                    op.opcode = o;
-                    op.len = 8;
-                    op.compare_add = w.compare_add;
-                    op.swap = w.swap;
-                }
-                (Ok(o @ (WrOpcode::LocalInv | WrOpcode::RegMr)), _) => {
-                    op.opcode = o;
-                    let mr = self.dev.mr_slot(w.rkey).ok_or(MrError::Key);
-                    let done = if o == WrOpcode::LocalInv {
-                        mr.and_then(|m| m.invalidate(self.pdn, w.rkey))
-                    } else {
-                        mr.and_then(|m| {
-                            m.register(self.pdn, w.rkey, w.imm_or_inv, w.remote_addr, w.compare_add)
-                        })
-                    };
-                    if done.is_err() {
-                        op.local_error = Some(wc_status::LOC_QP_OP_ERR);
-                    }
-                }
-                (Ok(_), Err(_)) | (Ok(_), Ok(_)) if v.is_ok() => {
-                    // Immediate data and atomics need RFC 7306, which not every peer (siw)
-                    // speaks, and a send with immediate has no RFC 7306 form (its immediate
-                    // data message carries no payload); too long a message, or an atomic
-                    // not of 8 bytes, cannot be sent.
-                    op.opcode = v.map(|v| v.opcode).unwrap_or(WrOpcode::Send);
-                    op.local_error = Some(if u32::try_from(len).is_err() {
-                        wc_status::LOC_LEN_ERR
-                    } else {
-                        wc_status::LOC_QP_OP_ERR
-                    });
-                }
-                _ => op.local_error = Some(wc_status::LOC_QP_OP_ERR),
+        self.take_sq(
+            st,
+            |_, _| false,
+            |st, idx, e| self.iw_take_one(st, idx, e, ext),
+        )
+    }
+
+    /// Makes operation slot `idx` of a WQE taken from the SQ (`ext`: RFC 7306 negotiated).
+    fn iw_take_one(&self, st: &mut QpState, idx: usize, entry: SendEntry, ext: bool) -> bool {
+        let w = entry.wqe;
+        let v = w.validate_for(
+            self.caps.max_send_sge as u8,
+            self.caps.max_inline_data,
+            self.kernel,
+        );
+        let mut op = SendOp {
+            wr_id: w.wr_id,
+            opcode: WrOpcode::Send,
+            flags: w.flags,
+            imm_or_inv: w.imm_or_inv,
+            remote_addr: w.remote_addr,
+            rkey: w.rkey,
+            compare_add: 0,
+            swap: 0,
+            len: 0,
+            sges: entry.sges,
+            inline: entry.inline,
+            local_error: None,
+        };
+        let len: u64 = if w.flags & WQE_FLAG_INLINE != 0 {
+            op.inline.len() as u64
+        } else {
+            op.sges.iter().map(|s| u64::from(s.length)).sum()
+        };
+        match (v.map(|v| v.opcode), u32::try_from(len)) {
+            // An RDMA WRITE with immediate needs RFC 7306 (both sides speak it).
+            (Ok(o @ (WrOpcode::Send | WrOpcode::SendWithInv | WrOpcode::RdmaWrite)), Ok(l))
+            | (Ok(o @ (WrOpcode::RdmaRead | WrOpcode::RdmaReadWithInv)), Ok(l))
+            | (Ok(o @ WrOpcode::RdmaWriteWithImm), Ok(l))
+                if l <= crate::device::limits::MAX_MSG_SZ
+                    && (ext || o != WrOpcode::RdmaWriteWithImm) =>
+            {
+                op.opcode = o;
+                op.len = l;
             }
-            st.ops[idx] = Some(op);
-            st.next_seq += 1;
-            Taken::Next
-        })
+            // RFC 7306's atomics, whose original value lands in 8 bytes of the SGEs.
+            (Ok(o @ (WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd)), Ok(8))
+                if ext && w.flags & WQE_FLAG_INLINE == 0 =>
+            {
+                op.opcode = o;
+                op.len = 8;
+                op.compare_add = w.compare_add;
+                op.swap = w.swap;
+            }
+            (Ok(o @ (WrOpcode::LocalInv | WrOpcode::RegMr)), _) => {
+                op.opcode = o;
+                let mr = self.dev.mr_slot(w.rkey).ok_or(MrError::Key);
+                let done = if o == WrOpcode::LocalInv {
+                    mr.and_then(|m| m.invalidate(self.pdn, w.rkey))
+                } else {
+                    mr.and_then(|m| {
+                        m.register(self.pdn, w.rkey, w.imm_or_inv, w.remote_addr, w.compare_add)
+                    })
+                };
+                if done.is_err() {
+                    op.local_error = Some(wc_status::LOC_QP_OP_ERR);
+                }
+            }
+            (Ok(_), Err(_)) | (Ok(_), Ok(_)) if v.is_ok() => {
+                // Immediate data and atomics need RFC 7306, which not every peer (siw)
+                // speaks, and a send with immediate has no RFC 7306 form (its immediate
+                // data message carries no payload); too long a message, or an atomic
+                // not of 8 bytes, cannot be sent.
+                op.opcode = v.map(|v| v.opcode).unwrap_or(WrOpcode::Send);
+                op.local_error = Some(if u32::try_from(len).is_err() {
+                    wc_status::LOC_LEN_ERR
+                } else {
+                    wc_status::LOC_QP_OP_ERR
+                });
+            }
+            _ => op.local_error = Some(wc_status::LOC_QP_OP_ERR),
+        }
+        st.ops[idx] = Some(op);
+        st.next_seq += 1;
+        true
     }
 
     /// Plans what can be sent into `plan` (empty; gathering payload in `scratch`): READ and

@@ -8,17 +8,6 @@ use crate::stats::Counter;
 /// Most passes of one [`QpInner::service`] call over the SQ ring.
 const SERVICE_PASSES: u32 = 4;
 
-/// What the taker given a WQE by [`QpInner::take_sq`] did with it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Taken {
-    /// Took it (it leaves the ring); the next one, please.
-    Next,
-    /// Took it; no more for now.
-    Last,
-    /// Left it in the ring; no more for now.
-    Left,
-}
-
 impl QpInner {
     // ---- the send side ---------------------------------------------------------------------
 
@@ -176,16 +165,18 @@ impl QpInner {
         false
     }
 
-    /// Offers the SQ ring's WQEs, in order and copied out of the ring, to `take`, with the
-    /// operation slot each one goes to, while the requester has a free slot and `take` asks
-    /// for more. A WQE malformed beyond validation (lengths past its slot) completes as a
+    /// Takes the SQ ring's WQEs, in order and copied out of the ring, while the requester
+    /// has a free slot: each one leaves the ring, then goes to `take` with its operation
+    /// slot (`take` returns whether to go on), unless `wait` keeps it in the ring (and stops
+    /// the taking). A WQE malformed beyond validation (lengths past its slot) completes as a
     /// local QP operation error and ends the taking with its fault (the QP then goes to the
     /// error state); one that cannot be copied for want of memory stays in the ring
     /// ([`RingFault::NoMemory`]).
     pub(super) fn take_sq(
         &self,
         st: &mut QpState,
-        mut take: impl FnMut(&mut QpState, usize, SendEntry) -> Taken,
+        wait: impl Fn(&mut QpState, &SendWqe) -> bool,
+        mut take: impl FnMut(&mut QpState, usize, SendEntry) -> bool,
     ) -> Result<(), RingFault> {
         self.sq.refresh(&mut st.sq_view)?;
         let mut took = false;
@@ -213,13 +204,12 @@ impl QpInner {
                     break;
                 }
             };
-            let taken = take(st, idx, entry);
-            if taken == Taken::Left {
+            if wait(st, &entry.wqe) {
                 break;
             }
             st.sq_view.consume();
             took = true;
-            if taken == Taken::Last {
+            if !take(st, idx, entry) {
                 break;
             }
         }
@@ -231,32 +221,28 @@ impl QpInner {
 
     /// Takes the SQ's new WQEs into the requester.
     pub(super) fn take_send_wqes(&self, st: &mut QpState) -> Result<(), RingFault> {
-        self.take_sq(st, |st, idx, entry| {
-            // A fenced WQE waits until everything before it (in particular RDMA READs and
-            // ATOMICs, IBA 10.8.3.3) has completed; it stays in the ring meanwhile and the
-            // completions that free the requester run the QP again. A local operation (REG_MR,
-            // LOCAL_INV) is executed when it is taken, in order, like rxe and hardware do (work
-            // before it that still uses the MR it changes is the ULP's to fence), and completes
-            // after the work before it.
-            let local = WrOpcode::from_u8(entry.wqe.opcode).is_some_and(|o| o.is_local());
+        // A fenced WQE waits until everything before it (in particular RDMA READs and
+        // ATOMICs, IBA 10.8.3.3) has completed; it stays in the ring meanwhile and the
+        // completions that free the requester run the QP again.
+        let fenced = |st: &mut QpState, wqe: &SendWqe| {
             let idle = |st: &QpState| st.req.as_ref().map_or(true, |r| r.is_idle());
-            if entry.wqe.flags & WQE_FLAG_FENCE != 0 && !idle(st) {
-                // Completions already acknowledged may be all that is in the way.
-                self.complete_sends(st);
-                if st.state != St::Rts || !idle(st) {
-                    return Taken::Left;
-                }
+            if wqe.flags & WQE_FLAG_FENCE == 0 || idle(st) {
+                return false;
             }
-            if local {
+            // Completions already acknowledged may be all that is in the way.
+            self.complete_sends(st);
+            st.state != St::Rts || !idle(st)
+        };
+        // A local operation (REG_MR, LOCAL_INV) is executed when it is taken, in order, like
+        // rxe and hardware do (work before it that still uses the MR it changes is the ULP's
+        // to fence), and completes after the work before it.
+        self.take_sq(st, fenced, |st, idx, entry| {
+            if WrOpcode::from_u8(entry.wqe.opcode).is_some_and(|o| o.is_local()) {
                 self.local_op(st, idx, entry);
             } else {
                 self.post_one(st, idx, entry);
             }
-            if st.state == St::Rts {
-                Taken::Next
-            } else {
-                Taken::Last
-            }
+            st.state == St::Rts
         })
     }
 
