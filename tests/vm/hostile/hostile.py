@@ -136,6 +136,15 @@ def expect_error_state(p, what, secs=5):
         sys.exit(f"FAIL: {what}: victim QP is not in the error state ({qp_state(p.qa)})")
 
 
+def only_one(cq, what):
+    """The victim posted one WQE: the completion already polled must be its only one (no
+    flush of it as well)."""
+    extra = poll(cq, 1, secs=1)
+    if extra:
+        sys.exit(f"FAIL: {what}: another completion after it: "
+                 f"{[(w.wr_id, w.status) for w in extra]}")
+
+
 def main():
     a = Ctx(sys.argv[1], int(sys.argv[2]))
     b = Ctx(sys.argv[3], int(sys.argv[4]))
@@ -162,6 +171,7 @@ def main():
     wc = poll(p.ca)
     if not wc or wc[0].status != WC_LOC_QP_OP_ERR:
         sys.exit(f"FAIL: garbage WQE: expected LOC_QP_OP_ERR, got {[(w.wr_id, w.status) for w in wc]}")
+    only_one(p.ca, "garbage WQE")
     expect_error_state(p, "garbage WQE")
     print(f"garbage WQE: error completion (status {wc[0].status}), QP in error", flush=True)
     done += 1
@@ -174,6 +184,7 @@ def main():
     wc = poll(p.ca)
     if not wc or wc[0].status != WC_LOC_PROT_ERR or wc[0].wr_id != 33:
         sys.exit(f"FAIL: bad lkey: expected LOC_PROT_ERR for wr 33, got {[(w.wr_id, w.status) for w in wc]}")
+    only_one(p.ca, "bad lkey")
     print("bad L_Key: LOC_PROT_ERR", flush=True)
     done += 1
 
@@ -186,6 +197,7 @@ def main():
         wc = poll(p.ca)
         if not wc or wc[0].status not in (WC_LOC_PROT_ERR, WC_LOC_LEN_ERR):
             sys.exit(f"FAIL: SGE length {length}: got {[(w.wr_id, w.status) for w in wc]}")
+        only_one(p.ca, f"SGE length {length}")
         print(f"SGE of {length} bytes on a {a.mr.length}-byte MR: status {wc[0].status}", flush=True)
         done += 1
 
