@@ -23,6 +23,7 @@ rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
 rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
 
 info "netem: loss 5%, reorder 10% 50%, delay 1 ms on both ends"
+pin_neighbours
 expect_ok ip netns exec "$NS_A" tc qdisc add dev "$NS_A_DEV" root netem loss 5% reorder 10% 50% delay 1ms
 expect_ok ip netns exec "$NS_B" tc qdisc add dev "$NS_B_DEV" root netem loss 5% reorder 10% 50% delay 1ms
 cm_pair "$NS_B" "$NS_A" 7174 240 rping -p 7174 -s -a "$NS_B_IP4" -v -C 50 -S 4000 -- \

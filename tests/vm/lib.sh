@@ -337,6 +337,24 @@ ns_pair() {
 	info "ns_pair: $NS_A/$NS_A_DEV $NS_A_IP4 $NS_A_IP6 <-> $NS_B/$NS_B_DEV $NS_B_IP4 $NS_B_IP6"
 }
 
+# pin_neighbours: permanent neighbour entries (IPv4 and IPv6) between the two ends of ns_pair,
+# for the tests that put loss on the link: they are about the RDMA traffic, and rdma_cm's
+# address resolution gives up (RDMA_CM_EVENT_ADDR_ERROR, -ETIMEDOUT, after rping's 2 s) when
+# the ARP exchanges it waits for are lost.
+pin_neighbours() {
+	local mac_a mac_b
+	mac_a=$(ip -n "$NS_A" -br link show dev "$NS_A_DEV" | awk '{print $3}')
+	mac_b=$(ip -n "$NS_B" -br link show dev "$NS_B_DEV" | awk '{print $3}')
+	_ox_ip_batch "$NS_A" <<-EOF
+		neigh replace $NS_B_IP4 lladdr $mac_b dev $NS_A_DEV nud permanent
+		neigh replace $NS_B_IP6 lladdr $mac_b dev $NS_A_DEV nud permanent
+	EOF
+	_ox_ip_batch "$NS_B" <<-EOF
+		neigh replace $NS_A_IP4 lladdr $mac_a dev $NS_B_DEV nud permanent
+		neigh replace $NS_A_IP6 lladdr $mac_a dev $NS_B_DEV nud permanent
+	EOF
+}
+
 # root_ns_pair: veth $RN_ROOT_DEV (oxr0, root namespace, 10.79.0.1/24, fd79::1/64) <->
 # $RN_DEV (oxn0) in namespace $RN_NS (oxn, 10.79.0.2/24, fd79::2/64). For interoperability with
 # rxe, which on 6.12 works only in the root namespace and holds UDP port 4791 there: the other

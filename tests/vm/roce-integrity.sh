@@ -24,6 +24,7 @@ run_integrity() {
 run_integrity "clean link" 4
 
 # Loss, duplication and reordering on both directions.
+pin_neighbours
 expect_ok ip netns exec "$NS_A" tc qdisc add dev "$NS_A_DEV" root netem loss 2% duplicate 1% \
 	delay 1ms reorder 10% 50%
 expect_ok ip netns exec "$NS_B" tc qdisc add dev "$NS_B_DEV" root netem loss 2% duplicate 1%

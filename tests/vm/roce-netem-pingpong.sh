@@ -21,6 +21,7 @@ port=18515
 
 oxroce_pair
 gid_a=$GID_A gid_b=$GID_B
+pin_neighbours
 for side in "$NS_A $NS_A_DEV" "$NS_B $NS_B_DEV"; do
 	read -r ns dev <<<"$side"
 	expect_ok ip netns exec "$ns" tc qdisc add dev "$dev" root netem loss 5% reorder 10% 50% delay 1ms

@@ -32,6 +32,7 @@ unreclaimable_kib() { awk '$1 == "SUnreclaim:" {print $2}' /proc/meminfo; }
 
 netem="loss 1% duplicate 1% delay 1ms reorder 10% 50%"
 info "netem on both ends: $netem"
+pin_neighbours
 # shellcheck disable=SC2086
 expect_ok ip netns exec "$NS_A" tc qdisc add dev "$NS_A_DEV" root netem $netem
 # shellcheck disable=SC2086
