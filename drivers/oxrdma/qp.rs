@@ -86,6 +86,19 @@ const BURST: u32 = WINDOW;
 /// Passes of one run in process context before the rest goes back to the work item (from
 /// softirq context a run is one pass).
 const PROCESS_PASSES: u32 = 8;
+/// The packets a QP may send from softirq context now: [`BURST`], or none if a task waits for
+/// the CPU (the work item, which the scheduler shares out, sends them instead). A sender whose
+/// packets all go out from the acknowledgements it receives (and a responder answering READs)
+/// would otherwise keep a CPU in softirq for as long as it has data, starving every task: `ip`
+/// waited minutes for an RCU grace period under a KASAN kernel in emulation.
+fn softirq_burst() -> u32 {
+    if crate::ox::sync::need_resched() {
+        0
+    } else {
+        BURST
+    }
+}
+
 /// How soon (us) the send side tries again to take a WQE it could not allocate for.
 const NOMEM_RETRY_US: u64 = 1000;
 
@@ -500,9 +513,10 @@ impl QpInner {
         self.run_passes(PROCESS_PASSES);
     }
 
-    /// [`QpInner::run`] from softirq context: one pass, the rest from the work item.
+    /// [`QpInner::run`] from softirq context: one pass, the rest from the work item; all of
+    /// it from the work item if a task waits for the CPU ([`softirq_burst`]).
     pub(crate) fn run_softirq(self: &Arc<Self>) {
-        if self.iwarp {
+        if self.iwarp || softirq_burst() == 0 {
             self.kick();
             return;
         }

@@ -227,3 +227,11 @@ pub fn in_task() -> bool {
     // SAFETY: reads the preempt count.
     unsafe { bindings::oxrdma_in_task() }
 }
+
+/// Whether a task waits for this CPU: the scheduler has asked the current context to yield
+/// at its next chance. Work that can go on elsewhere (in a work item, which the scheduler
+/// shares out) should, rather than keep the CPU in a soft interrupt.
+pub fn need_resched() -> bool {
+    // SAFETY: reads the current task's flags.
+    unsafe { bindings::oxrdma_need_resched() }
+}

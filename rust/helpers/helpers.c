@@ -154,6 +154,11 @@ bool oxrdma_in_task(void)
 	return in_task();
 }
 
+bool oxrdma_need_resched(void)
+{
+	return need_resched();
+}
+
 /*
  * Module parameters (the 6.12 Rust `module!` macro has none): read through the getters below.
  */

@@ -69,6 +69,8 @@ void oxrdma_spin_lock_bh(struct spinlock *lock);
 void oxrdma_spin_unlock_bh(struct spinlock *lock);
 /* in_task(): process context (not hard or soft interrupt, not NMI). */
 bool oxrdma_in_task(void);
+/* need_resched(): a task waits for this CPU (the scheduler asked the current one to yield). */
+bool oxrdma_need_resched(void);
 /* ida_init() */
 struct ida;
 void oxrdma_ida_init(struct ida *ida);

@@ -74,7 +74,7 @@ impl QpInner {
         } else {
             self.on_request(&mut st, pkt, bytes);
             // READ responses and atomic acknowledges: a burst here, the rest from the work item.
-            let mut budget = BURST;
+            let mut budget = softirq_burst();
             self.respond(&mut st, &mut budget);
             if budget == 0 {
                 drop(st);
