@@ -173,6 +173,7 @@ impl<const N: usize> Requester<N> {
         if self.una == before {
             return false;
         }
+        self.cwnd.on_ack(self.una.diff(before) as u32);
         self.retry_left = self.cfg.retry_cnt & 7;
         self.rnr_left = self.cfg.rnr_retry & 7;
         self.recovering = None;
@@ -204,6 +205,7 @@ impl<const N: usize> Requester<N> {
         self.retry_left -= 1;
         self.recovering = Some(to);
         self.cursor = to;
+        self.cwnd.on_nak();
         ResponseAction::Retransmit
     }
 

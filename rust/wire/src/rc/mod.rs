@@ -18,8 +18,8 @@
 //!   responder resources used to replay duplicates.
 //! * [`requester::Requester`] (send side): assigns PSNs to posted work
 //!   requests, hands out the packets to transmit
-//!   ([`requester::Requester::next_packet`]) within the PSN window and the
-//!   `max_rd_atomic` limit, and runs the retransmission and RNR timers
+//!   ([`requester::Requester::next_packet`]) within the congestion window
+//!   ([`cwnd::Cwnd`], at most the PSN window) and the `max_rd_atomic` limit, and runs the retransmission and RNR timers
 //!   (go-back-N, `retry_cnt`, `rnr_retry`; `rnr_retry == 7` retries forever
 //!   but always waits the RNR timer first).
 //! * The completer, [`requester::Requester::on_response`] (in
@@ -40,6 +40,7 @@
 //! returned decision.
 
 pub mod completer;
+pub mod cwnd;
 pub mod requester;
 pub mod responder;
 pub mod sequence;

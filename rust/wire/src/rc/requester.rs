@@ -7,8 +7,9 @@
 //! PSNs at once (a SEND/WRITE of `len` bytes takes `ceil(len / pmtu)` PSNs,
 //! at least 1; an RDMA READ one PSN per response packet; an ATOMIC one).
 //! [`Requester::next_packet`] hands out the packets to transmit, in PSN
-//! order, while fewer than `window` PSNs are unacknowledged and fewer than
-//! `max_rd_atomic` RDMA READ / ATOMIC requests are outstanding.
+//! order, while fewer PSNs than the congestion window ([`super::cwnd`], at
+//! most `window`) are unacknowledged and fewer than `max_rd_atomic` RDMA
+//! READ / ATOMIC requests are outstanding.
 //!
 //! Recovery is go-back-N: on a timeout, a PSN sequence error NAK, or an
 //! implicit NAK (see [`super::completer`]), transmission restarts from the
@@ -21,6 +22,7 @@
 //! `rnr_retry == 7` retries forever, but never without that wait.
 
 use super::super::psn::Psn;
+use super::cwnd::Cwnd;
 use super::{ack_timeout_us, psns_for, OpKind};
 
 /// Static parameters of a requester.
@@ -196,6 +198,8 @@ pub struct Requester<const N: usize> {
     pub(super) rnr_until: Option<u64>,
     /// The PSN of the last NAK-driven rewind, until progress is made.
     pub(super) recovering: Option<Psn>,
+    /// The PSNs that may be unacknowledged now (at most `cfg.window`).
+    pub(super) cwnd: Cwnd,
     pub(super) error: Option<RcError>,
 }
 
@@ -216,6 +220,7 @@ impl<const N: usize> Requester<N> {
             timer: None,
             rnr_until: None,
             recovering: None,
+            cwnd: Cwnd::new(cfg.window),
             error: None,
         }
     }
@@ -346,7 +351,7 @@ impl<const N: usize> Requester<N> {
         if self.error.is_some() || self.rnr_until.is_some() || self.cursor == self.next_psn {
             return None;
         }
-        let window = self.cfg.window.max(1) as i32;
+        let window = self.cwnd.get() as i32;
         if self.cursor.diff(self.una) >= window {
             return None;
         }
@@ -429,6 +434,7 @@ impl<const N: usize> Requester<N> {
                 }
                 self.retry_left -= 1;
                 self.cursor = self.una;
+                self.cwnd.on_timeout();
                 TimerAction::Retransmit
             }
             _ => TimerAction::Nothing,
