@@ -39,7 +39,8 @@ impl QpInner {
             sent_end.get(),
             next.get()
         );
-        let Some(peer) = self.dev.qp(dest) else {
+        // (Not this QP itself: its peer on another device may have its number.)
+        let Some(peer) = self.dev.qp(dest).filter(|p| !core::ptr::eq(&**p, self)) else {
             return;
         };
         let st = peer.st.lock();
