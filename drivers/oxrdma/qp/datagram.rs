@@ -9,6 +9,7 @@ use crate::ox::rdma::verbs::QpType;
 use crate::stats::Counter;
 use crate::uapi::queue::{network_hdr, GRH_AREA, WC_FLAG_GRH};
 use crate::wire::headers::Deth;
+use core::cell::Cell;
 
 /// A Q_Key with this bit set in a send WQE means "the QP's own Q_Key" (IBA 10.2.4: controlled
 /// Q_Keys); only the QP's attribute, which ib_core lets only privileged users set, can carry
@@ -20,40 +21,30 @@ impl QpInner {
     /// waits for the QP's work item).
     pub(super) fn service_datagrams(self: &Arc<Self>, st: &mut QpState) {
         let budget = self.sq.geo.slots.max(1);
-        let mut sent = 0;
+        let sent = Cell::new(0);
         while st.state == St::Rts {
             self.sq.set_busy();
-            if let Err(f) = self.sq.refresh(&mut st.sq_view) {
+            let taken = self.take_sq(
+                st,
+                |_, _| sent.get() == budget,
+                |st, _, entry| {
+                    sent.set(sent.get() + 1);
+                    self.send_datagram(st, entry);
+                    st.state == St::Rts
+                },
+            );
+            if let Err(f) = taken {
                 return self.ring_fault(st, f);
             }
-            while let Some(slot) = st.sq_view.peek() {
-                if sent == budget {
-                    self.kick();
-                    return;
-                }
-                sent += 1;
-                let entry = match self.sq.read(slot) {
-                    Ok(e) => e,
-                    Err(RingFault::NoMemory) => return self.ring_fault(st, RingFault::NoMemory),
-                    Err(f) => {
-                        let wr_id = self.sq.wr_id_at(slot);
-                        st.sq_view.consume();
-                        self.sq.publish_consumer(st.sq_view.consumer());
-                        self.complete_datagram(wr_id, wc_status::LOC_QP_OP_ERR, 0, true);
-                        return self.ring_fault(st, f);
-                    }
-                };
-                st.sq_view.consume();
-                self.sq.publish_consumer(st.sq_view.consumer());
-                self.send_datagram(st, entry);
-                if st.state != St::Rts {
-                    return;
-                }
+            if st.state != St::Rts {
+                return;
             }
-            // Stop being busy only with the ring empty; re-check after clearing (see the
-            // doorbell rule in rust/uapi).
-            self.sq.clear_busy();
-            if self.sq.refresh(&mut st.sq_view).is_err() || st.sq_view.is_empty() {
+            if sent.get() == budget {
+                self.kick();
+                return;
+            }
+            // Stop being busy only with the ring empty (see the doorbell rule in rust/uapi).
+            if self.sq_idle(st) {
                 break;
             }
         }

@@ -167,9 +167,9 @@ impl QpInner {
     }
 
     /// Takes the SQ ring's WQEs, in order and copied out of the ring, while the requester
-    /// has a free slot: each one leaves the ring, then goes to `take` with its operation
-    /// slot (`take` returns whether to go on), unless `wait` keeps it in the ring (and stops
-    /// the taking). A WQE malformed beyond validation (lengths past its slot) completes as a
+    /// has a free slot (a datagram QP's always has): each one leaves the ring (its slot is
+    /// the process's again at once), then goes to `take` with its operation slot (`take`
+    /// returns whether to go on), unless `wait` keeps it in the ring (and stops the taking). A WQE malformed beyond validation (lengths past its slot) completes as a
     /// local QP operation error and ends the taking with its fault (the QP then goes to the
     /// error state); one that cannot be copied for want of memory stays in the ring
     /// ([`RingFault::NoMemory`]).
@@ -180,7 +180,6 @@ impl QpInner {
         mut take: impl FnMut(&mut QpState, usize, SendEntry) -> bool,
     ) -> Result<(), RingFault> {
         self.sq.refresh(&mut st.sq_view)?;
-        let mut took = false;
         let mut done = Ok(());
         while let Some(slot) = st.sq_view.peek() {
             let idx = (st.next_seq % REQ_WQES as u64) as usize;
@@ -192,7 +191,7 @@ impl QpInner {
                 Err(f) => {
                     if f != RingFault::NoMemory {
                         st.sq_view.consume();
-                        took = true;
+                        self.sq.publish_consumer(st.sq_view.consumer());
                         let cqe = Cqe {
                             wr_id: self.sq.wr_id_at(slot),
                             status: wc_status::LOC_QP_OP_ERR,
@@ -209,13 +208,10 @@ impl QpInner {
                 break;
             }
             st.sq_view.consume();
-            took = true;
+            self.sq.publish_consumer(st.sq_view.consumer());
             if !take(st, idx, entry) {
                 break;
             }
-        }
-        if took {
-            self.sq.publish_consumer(st.sq_view.consumer());
         }
         done
     }
