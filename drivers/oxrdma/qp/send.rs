@@ -169,9 +169,10 @@ impl QpInner {
     /// Takes the SQ ring's WQEs, in order and copied out of the ring, while the requester
     /// has a free slot (a datagram QP's always has): each one leaves the ring (its slot is
     /// the process's again at once), then goes to `take` with its operation slot (`take`
-    /// returns whether to go on), unless `wait` keeps it in the ring (and stops the taking). A WQE malformed beyond validation (lengths past its slot) completes as a
-    /// local QP operation error and ends the taking with its fault (the QP then goes to the
-    /// error state); one that cannot be copied for want of memory stays in the ring
+    /// returns whether to go on), unless `wait` keeps it in the ring (and stops the taking).
+    /// A WQE malformed beyond validation (lengths past its slot) completes as a local QP
+    /// operation error and ends the taking with its fault (the QP then goes to the error
+    /// state); one that cannot be copied for want of memory stays in the ring
     /// ([`RingFault::NoMemory`]).
     pub(super) fn take_sq(
         &self,

@@ -19,9 +19,10 @@
 //! * [`requester::Requester`] (send side): assigns PSNs to posted work
 //!   requests, hands out the packets to transmit
 //!   ([`requester::Requester::next_packet`]) within the congestion window
-//!   ([`cwnd::Cwnd`], at most the PSN window) and the `max_rd_atomic` limit, and runs the retransmission and RNR timers
-//!   (go-back-N, `retry_cnt`, `rnr_retry`; `rnr_retry == 7` retries forever
-//!   but always waits the RNR timer first).
+//!   ([`cwnd::Cwnd`], at most the PSN window) and the `max_rd_atomic` limit,
+//!   and runs the retransmission and RNR timers (go-back-N, `retry_cnt`,
+//!   `rnr_retry`; `rnr_retry == 7` retries forever but always waits the RNR
+//!   timer first).
 //! * The completer, [`requester::Requester::on_response`] (in
 //!   [`completer`]): applies ACKs, NAKs, RDMA READ responses and atomic
 //!   acknowledgements to the outstanding work requests in PSN order; finished
