@@ -76,7 +76,7 @@ impl QpInner {
             // READ responses and atomic acknowledges: a burst here, the rest from the work item.
             let mut budget = softirq_burst();
             self.respond(&mut st, &mut budget);
-            if budget == 0 {
+            if st.outgoing.any() {
                 drop(st);
                 self.kick();
             }
