@@ -54,11 +54,7 @@ impl Cwnd {
     }
 
     fn floor(&self) -> u32 {
-        if MIN_CWND < self.max {
-            MIN_CWND
-        } else {
-            self.max
-        }
+        MIN_CWND.min(self.max)
     }
 
     /// `n` PSNs were newly acknowledged.
