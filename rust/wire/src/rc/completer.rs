@@ -96,7 +96,7 @@ impl<const N: usize> Requester<N> {
                     let implicit_nak = self.ack_upto(p).is_some();
                     let moved = self.progress(now, before);
                     if implicit_nak {
-                        match self.go_back() {
+                        match self.go_back(now) {
                             ResponseAction::Ignored if moved => ResponseAction::Progress,
                             a => a,
                         }
@@ -110,7 +110,7 @@ impl<const N: usize> Requester<N> {
                 Syndrome::Nak(NakCode::PsnSequenceError) => {
                     self.ack_upto(p.prev());
                     self.progress(now, before);
-                    self.go_back()
+                    self.go_back(now)
                 }
                 Syndrome::Nak(code) => {
                     self.ack_upto(p.prev());
@@ -191,8 +191,10 @@ impl<const N: usize> Requester<N> {
         true
     }
 
-    /// Restarts transmission at `una`, once per point, using up one retry.
-    fn go_back(&mut self) -> ResponseAction {
+    /// Restarts transmission at `una`, once per point, using up one retry. The
+    /// retransmission timer starts again at `now` (with the backoff of the retry
+    /// just used): the resent packets get their full time to be acknowledged.
+    fn go_back(&mut self, now: u64) -> ResponseAction {
         let to = self.una;
         if self.recovering == Some(to) {
             return ResponseAction::Ignored;
@@ -206,6 +208,7 @@ impl<const N: usize> Requester<N> {
         self.recovering = Some(to);
         self.cursor = to;
         self.cwnd.on_nak();
+        self.timer = self.retransmit_timeout_us().map(|t| now.saturating_add(t));
         ResponseAction::Retransmit
     }
 
@@ -249,11 +252,11 @@ impl<const N: usize> Requester<N> {
         let implicit_nak = self.ack_upto(w.first_psn.prev()).is_some();
         self.progress(now, before);
         if implicit_nak {
-            return self.go_back();
+            return self.go_back(now);
         }
         if p != w.next {
             // A response is missing (una is now w.next).
-            return self.go_back();
+            return self.go_back(now);
         }
         let w = &mut self.wqes[s];
         w.next = p.next();
@@ -477,6 +480,25 @@ mod tests {
             r.on_response(0, &nak(11, Syndrome::Nak(NakCode::PsnSequenceError)));
         }
         assert_eq!(r.error(), None);
+    }
+
+    #[test]
+    fn go_back_restarts_the_timer() {
+        let mut r = setup(&[(OpKind::Send, 1), (OpKind::Send, 1), (OpKind::Send, 1)]);
+        let t = r.deadline().unwrap();
+        // A NAK just before the timer would fire: the resent packets get a whole
+        // (backed-off) timeout, not what was left of the old one.
+        // The NAK acknowledges nothing (its PSN is the first sent), so only the
+        // go-back can restart the timer.
+        let now = t - 1;
+        assert_eq!(
+            r.on_response(now, &nak(10, Syndrome::Nak(NakCode::PsnSequenceError))),
+            ResponseAction::Retransmit
+        );
+        let t2 = r.deadline().unwrap();
+        assert!(t2 >= now + t, "deadline {t2}, NAK at {now}, timeout {t}");
+        assert_eq!(r.on_timer(t), TimerAction::Nothing);
+        assert_eq!(r.on_timer(t2), TimerAction::Retransmit);
     }
 
     #[test]
