@@ -685,6 +685,7 @@ impl QpInner {
                     ack_every: ACK_EVERY,
                     rnr_timer: n.min_rnr_timer,
                     initial_psn: Psn::new(n.rq_psn),
+                    resources: usize::from(n.max_dest_rd_atomic),
                 };
                 if let Some(m) = resp_mem.take() {
                     st.resp = Some(init_responder(m, cfg));

@@ -130,6 +130,7 @@ fn responder_cfg() -> ResponderConfig {
         ack_every: 4,
         rnr_timer: 3, // 30 us
         initial_psn: Psn::new(0xFF_FFF0),
+        resources: 4,
     }
 }
 

@@ -5,7 +5,11 @@
 * SRQ limit: an SRQ armed with a limit raises IBV_EVENT_SRQ_LIMIT_REACHED once fewer receive
   WQEs than the limit remain, and disarms itself (query shows limit 0);
 * CQ overflow: a CQ that the process does not poll overflows and raises IBV_EVENT_CQ_ERR;
-* completion events: ibv_req_notify_cq + ibv_get_cq_event for the next completion.
+* completion events: ibv_req_notify_cq + ibv_get_cq_event for the next completion;
+* SQD: IBV_EVENT_SQ_DRAINED;
+* an RDMA READ at a QP granted no responder resources (max_dest_rd_atomic 0): the reader
+  completes with IBV_WC_REM_INV_REQ_ERR, the target QP raises IBV_EVENT_QP_REQ_ERR and is in
+  the error state.
 
     events.py DEV_A GID_A DEV_B GID_B
 """
@@ -24,7 +28,7 @@ from pyverbs.wr import RecvWR, SendWR, SGE
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from verbs import connect_pair  # noqa: E402
+from verbs import connect_pair, qp_state, to_rts, wait_state  # noqa: E402
 
 ACCESS = e.IBV_ACCESS_LOCAL_WRITE
 
@@ -126,7 +130,33 @@ def main():
             sys.exit(f"FAIL: after SQD -> RTS: completion {wcs[0].wr_id} status {wcs[0].status}, "
                      f"expected {want}")
     print("SQD: IBV_EVENT_SQ_DRAINED, then RTS again and a send completes", flush=True)
-    print("events: 4 checks ok")
+
+    # No responder resources: a READ is an invalid request (IBA 9.4.4; rxe does the same),
+    # though the QP and the MR allow it.
+    rd = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_READ
+    mrb = MR(pb, 4096, rd)
+    cq3 = CQ(ca, 4)
+    q3 = QP(pa, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq3, rcq=cq3, cap=cap))
+    q3b = QP(pb, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cqb, rcq=cqb, cap=cap))
+    to_rts(q3, q3b.qp_num, cb.query_gid(1, gid_b), gid_a, access=rd, rd_atomic=1)
+    to_rts(q3b, q3.qp_num, ca.query_gid(1, gid_a), gid_b, access=rd, rd_atomic=0)
+    wr = SendWR(wr_id=500, opcode=e.IBV_WR_RDMA_READ, num_sge=1, sg=[SGE(ma.buf, 64, ma.lkey)],
+                send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_rdma(mrb.rkey, mrb.buf)
+    q3.post_send(wr)
+    n, wcs = bounded("READ without responder resources", lambda: poll_one(cq3), 20)
+    if wcs[0].status != e.IBV_WC_REM_INV_REQ_ERR:
+        sys.exit(f"FAIL: READ at max_dest_rd_atomic 0: status {wcs[0].status}, "
+                 f"expected REM_INV_REQ_ERR")
+    ev = bounded("QP request error event", cb.get_async_event, 20)
+    if ev.event_type != e.IBV_EVENT_QP_REQ_ERR:
+        sys.exit(f"FAIL: expected QP_REQ_ERR, got event {ev.event_type}")
+    ev.ack()
+    if not wait_state(q3b, e.IBV_QPS_ERR, 5):
+        sys.exit(f"FAIL: READ at max_dest_rd_atomic 0: target QP in state {qp_state(q3b)}")
+    print("max_dest_rd_atomic 0: READ gets REM_INV_REQ_ERR, target QP_REQ_ERR and in error",
+          flush=True)
+    print("events: 5 checks ok")
 
 
 if __name__ == "__main__":

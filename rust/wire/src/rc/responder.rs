@@ -30,6 +30,11 @@ pub struct ResponderConfig {
     pub rnr_timer: u8,
     /// The first expected PSN.
     pub initial_psn: Psn,
+    /// The responder resources granted (`max_dest_rd_atomic`): the RDMA READ and
+    /// ATOMIC requests kept for replay, the oldest overwritten by a new one. At
+    /// most the ring's capacity is used; with none, a READ or ATOMIC gets no
+    /// resource slot and the caller refuses it as an invalid request.
+    pub resources: usize,
 }
 
 /// The fields of a received request packet the responder decides on.
@@ -120,7 +125,7 @@ pub enum ResponderAction {
 }
 
 /// The receive side of an RC QP; `R` is the capacity of the responder
-/// resource ring (`max_dest_rd_atomic`).
+/// resource ring, of which [`ResponderConfig::resources`] slots are used.
 #[derive(Debug, Clone)]
 pub struct Responder<const R: usize> {
     cfg: ResponderConfig,
@@ -257,13 +262,16 @@ impl<const R: usize> Responder<R> {
         }
     }
 
+    /// Keeps `res` in the next resource slot, overwriting the oldest once all
+    /// granted slots are used; `None` if no resources were granted.
     fn record(&mut self, res: Resource) -> Option<usize> {
-        if R == 0 {
+        let granted = self.cfg.resources.min(R);
+        if granted == 0 {
             return None;
         }
-        let slot = self.next_slot;
+        let slot = self.next_slot % granted;
         self.resources[slot] = Some(res);
-        self.next_slot = (slot + 1) % R;
+        self.next_slot = (slot + 1) % granted;
         Some(slot)
     }
 
@@ -318,6 +326,7 @@ mod tests {
         ack_every: 3,
         rnr_timer: 12,
         initial_psn: Psn::new(100),
+        resources: 2,
     };
 
     fn req(psn: u32, kind: OpKind, last: bool) -> Request {
@@ -538,6 +547,43 @@ mod tests {
             r.on_request(&read(0, 1024), true),
             ResponderAction::Replay { count: 1, .. }
         ));
+    }
+
+    #[test]
+    fn only_granted_resources_are_used() {
+        // A ring of 4, 2 granted: the third READ overwrites the first, whose
+        // duplicate is then refused; the second's is still served.
+        let mut r = Responder::<4>::new(CFG);
+        let slots: [_; 3] =
+            core::array::from_fn(|i| match r.on_request(&read(100 + i as u32, 8), true) {
+                ResponderAction::Execute { slot, .. } => slot,
+                a => panic!("{a:?}"),
+            });
+        assert_eq!(slots, [Some(0), Some(1), Some(0)]);
+        assert!(matches!(
+            r.on_request(&read(100, 8), true),
+            ResponderAction::Nak(_)
+        ));
+        assert!(matches!(
+            r.on_request(&read(101, 8), true),
+            ResponderAction::Replay { slot: 1, .. }
+        ));
+        // None granted (max_dest_rd_atomic 0): no slot, for READ and ATOMIC alike.
+        let mut r = Responder::<4>::new(ResponderConfig {
+            resources: 0,
+            ..CFG
+        });
+        for kind in [OpKind::Read, OpKind::Atomic] {
+            let psn = r.epsn().get();
+            let q = Request {
+                kind,
+                ..read(psn, 8)
+            };
+            assert!(matches!(
+                r.on_request(&q, true),
+                ResponderAction::Execute { slot: None, .. }
+            ));
+        }
     }
 
     #[test]
