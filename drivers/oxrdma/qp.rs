@@ -128,7 +128,8 @@ struct RecvProgress {
 /// An RDMA WRITE being received across packets. Each packet's write is checked against the
 /// MR again: an invalidation or deregistration ends the message.
 struct WriteProgress {
-    mr: Arc<Mr>,
+    /// None for a zero-length WRITE (no memory, no R_Key).
+    mr: Option<Arc<Mr>>,
     /// The RETH's access (its R_Key, address and whole length).
     access: Access,
     /// Bytes written so far.
@@ -139,7 +140,8 @@ struct WriteProgress {
 /// read through the request's access, checked again at that moment.
 #[derive(Clone)]
 struct ReadCtx {
-    mr: Arc<Mr>,
+    /// None for a zero-length READ (no memory, no R_Key).
+    mr: Option<Arc<Mr>>,
     access: Access,
 }
 

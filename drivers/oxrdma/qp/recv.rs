@@ -3,6 +3,7 @@
 //! (requests from the peer): placing data, executing atomics, ACKs, NAKs and replays.
 
 use super::*;
+use crate::device::limits::MAX_MSG_SZ;
 use crate::mr::Op;
 use crate::stats::Counter;
 
@@ -117,7 +118,12 @@ impl QpInner {
                 kind,
             },
         );
-        if let ResponseAction::Place { wr_id, offset } = action {
+        if let ResponseAction::Place {
+            wr_id,
+            offset,
+            len,
+        } = action
+        {
             let idx = (wr_id % REQ_WQES as u64) as usize;
             let Some(op) = st.ops[idx].as_ref() else {
                 return;
@@ -130,8 +136,13 @@ impl QpInner {
                     None => Err(wc_status::BAD_RESP_ERR),
                 },
                 _ => {
+                    // Exactly the bytes the completer expects at this PSN (a path MTU,
+                    // the rest for the last), so that a READ completes with its whole
+                    // buffer written.
                     let data = pkt.payload(bytes);
-                    if u64::from(offset) + data.len() as u64 > u64::from(op.len) {
+                    if data.len() != len as usize
+                        || u64::from(offset) + data.len() as u64 > u64::from(op.len)
+                    {
                         Err(wc_status::BAD_RESP_ERR)
                     } else {
                         scatter(&self.dev, self.pdn, &op.sges, offset as u64, data)
@@ -235,7 +246,7 @@ impl QpInner {
                 // A duplicate READ asks again for (part of) the original: the same R_Key and a
                 // range inside the original's. Any other RETH is not a retransmission and gets
                 // no data (rxe drops it too).
-                if res.kind == OpKind::Read && !self.same_read(st, slot, pkt.headers.reth) {
+                if res.kind == OpKind::Read && !self.same_read(st, slot, next, pkt.headers.reth) {
                     self.dev.tx.stats.inc(Counter::RxDrop);
                     return;
                 }
@@ -400,6 +411,9 @@ impl QpInner {
                     let Some(reth) = pkt.headers.reth else {
                         return Err(inval);
                     };
+                    if reth.dma_len > MAX_MSG_SZ {
+                        return Err(inval);
+                    }
                     let (mr, access) = self
                         .remote_mr(st, Op::Write, reth.rkey, reth.va, reth.dma_len.into())
                         .map_err(|_| access_err)?;
@@ -416,9 +430,12 @@ impl QpInner {
                     return Err(inval);
                 }
                 // Checked again per packet: the MR may have been invalidated or
-                // deregistered since the first.
-                w.mr.write(&w.access, w.done, payload)
-                    .map_err(|_| access_err)?;
+                // deregistered since the first. (A zero-length WRITE has no MR and,
+                // as checked above, no payload.)
+                if let Some(mr) = &w.mr {
+                    mr.write(&w.access, w.done, payload)
+                        .map_err(|_| access_err)?;
+                }
                 w.done += payload.len() as u64;
                 if last {
                     let w = st.write.take();
@@ -454,6 +471,9 @@ impl QpInner {
                 let (Some(reth), Some(slot)) = (pkt.headers.reth, slot) else {
                     return Err(inval);
                 };
+                if reth.dma_len > MAX_MSG_SZ || self.overrun(st, slot) {
+                    return Err(inval);
+                }
                 let (mr, access) = self
                     .remote_mr(st, Op::Read, reth.rkey, reth.va, reth.dma_len.into())
                     .map_err(|_| access_err)?;
@@ -467,9 +487,12 @@ impl QpInner {
                 let (Some(a), Some(slot)) = (pkt.headers.atomic_eth, slot) else {
                     return Err(inval);
                 };
-                let (mr, acc) = self
-                    .remote_mr(st, Op::Atomic, a.rkey, a.va, 8)
-                    .map_err(|_| access_err)?;
+                if self.overrun(st, slot) {
+                    return Err(inval);
+                }
+                let Ok((Some(mr), acc)) = self.remote_mr(st, Op::Atomic, a.rkey, a.va, 8) else {
+                    return Err(access_err);
+                };
                 let orig = if opc.operation() == Operation::CompareSwap {
                     mr.compare_swap(&acc, a.compare, a.swap_add)
                 } else {
@@ -490,8 +513,18 @@ impl QpInner {
         }
     }
 
+    /// Whether a new READ or ATOMIC in `slot` is one more than the `max_dest_rd_atomic` the
+    /// requester was granted: the slot's request still has responses to send for the first
+    /// time, so the requester cannot have completed it. (Responses sent again for a
+    /// duplicate do not count: the originals may have arrived after all.)
+    fn overrun(&self, st: &QpState, slot: usize) -> bool {
+        st.outgoing.get(slot).is_some_and(|o| !o.replay)
+    }
+
     /// The MR a remote `op` on `len` bytes at `va` with `rkey` may use, and that access:
-    /// the QP allows it, the key is live, same PD, the MR grants it, in bounds.
+    /// the QP allows it, the key is live, same PD, the MR grants it, in bounds. A zero-length
+    /// access uses no memory: only the QP's right is checked, and there is no MR (the R_Key
+    /// and address are not looked at, IBA 9.4.1.1 / 9.4.4).
     pub(super) fn remote_mr(
         &self,
         st: &QpState,
@@ -499,7 +532,7 @@ impl QpInner {
         rkey: u32,
         va: u64,
         len: u64,
-    ) -> Result<(Arc<Mr>, Access), MrError> {
+    ) -> Result<(Option<Arc<Mr>>, Access), MrError> {
         let right = match op {
             Op::Read => access::REMOTE_READ,
             Op::Write => access::REMOTE_WRITE,
@@ -515,24 +548,27 @@ impl QpInner {
             va,
             len,
         };
+        if len == 0 {
+            return Ok((None, a));
+        }
         let mr = self.dev.mr_slot(rkey).ok_or(MrError::Key)?;
         mr.check(&a, op)?;
-        Ok((mr, a))
+        Ok((Some(mr), a))
     }
 
-    /// Whether `reth`, of a duplicate of the READ in `slot`, asks for part of that READ: the
-    /// same key, a range inside the original's.
-    fn same_read(&self, st: &QpState, slot: usize, reth: Option<Reth>) -> bool {
+    /// Whether `reth`, of a duplicate of the READ in `slot` sent again from the response
+    /// `skip` on, asks for exactly the rest of that READ from there: the same key, the
+    /// original's address plus the bytes of the `skip` responses before, and its end.
+    /// (The responses are sent from the original's access: what they carry must be what
+    /// the requester places at their PSNs.)
+    fn same_read(&self, st: &QpState, slot: usize, skip: u32, reth: Option<Reth>) -> bool {
         let (Some(reth), Some(Some(rd))) = (reth, st.reads.get(slot)) else {
             return false;
         };
-        let (Some(end), Some(orig_end)) = (
-            reth.va.checked_add(u64::from(reth.dma_len)),
-            rd.access.va.checked_add(rd.access.len),
-        ) else {
-            return false;
-        };
-        reth.rkey == rd.access.key && reth.va >= rd.access.va && end <= orig_end
+        let before = (u64::from(skip) * u64::from(st.attrs.pmtu.max(256))).min(rd.access.len);
+        reth.rkey == rd.access.key
+            && Some(reth.va) == rd.access.va.checked_add(before)
+            && u64::from(reth.dma_len) == rd.access.len - before
     }
 
     /// Sends an ACK or NAK now, or after the responses still to send (it acknowledges their
@@ -653,7 +689,11 @@ impl QpInner {
         }
         let mut refused = false;
         let _ = self.dev.tx.send(&path, &h, len, |buf| {
-            refused = rd.mr.read(&rd.access, off, buf).is_err();
+            // A zero-length READ has no MR and one empty response.
+            refused = rd
+                .mr
+                .as_ref()
+                .is_some_and(|mr| mr.read(&rd.access, off, buf).is_err());
             !refused
         });
         if refused {

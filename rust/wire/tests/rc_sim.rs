@@ -238,7 +238,7 @@ impl Sim {
     /// The requester side.
     fn on_response(&mut self, r: Response, data: Option<(u64, u32)>) {
         match self.req.on_response(self.now, &r) {
-            ResponseAction::Place { wr_id, offset } => {
+            ResponseAction::Place { wr_id, offset, .. } => {
                 assert_eq!(data, Some((wr_id, offset)), "placed wrong data");
                 self.placed.entry(wr_id).or_default().push(offset);
             }

@@ -23,13 +23,13 @@ from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPCap, QPInitAttr
-from pyverbs.wr import SGE, RecvWR
+from pyverbs.wr import SGE, RecvWR, SendWR
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "inject"))
 import roce  # noqa: E402
-from verbs import ALL_ACCESS, ipv4_gid, qp_state, to_rts, wait_state  # noqa: E402
+from verbs import ALL_ACCESS, ipv4_gid, poll, qp_state, to_rts, wait_state  # noqa: E402
 
 CLONE_NEWNET = 0x40000000
 PEER_QPN = 0x123
@@ -297,9 +297,9 @@ def main():
     print(f"READ of {n} KiB then a SEND: all {n} responses, then the SEND's ACK", flush=True)
     done += 1
 
-    # 9. A duplicate READ whose RETH is not (part of) the original's (another address, a longer
-    #    length): not a retransmission, no data, the QP stays up; the original's own
-    #    duplicate is then answered.
+    # 9. A duplicate READ whose RETH is not the rest of the original's from its PSN on
+    #    (another address, a longer or a shorter length): not a retransmission, no data, the
+    #    QP stays up; the original's own duplicate is then answered.
     v = Victim(ctx, gid, peer_gid)
     src = Buf(8192, 0x3d)
     mr = v.mr(src, e.IBV_ACCESS_REMOTE_READ)
@@ -309,7 +309,8 @@ def main():
     if len([p for p in inj.recv_all(2) if p.payload]) != 1:
         fail("READ before the forged duplicates")
     for what, reth in (("another address", (src.addr + 4096, mr.rkey, 1024)),
-                       ("a longer length", (src.addr, mr.rkey, 8192))):
+                       ("a longer length", (src.addr, mr.rkey, 8192)),
+                       ("a shorter length", (src.addr, mr.rkey, 512))):
         inj.send(rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=reth))
         expect_silence(inj, f"duplicate READ with {what}")
     if qp_state(v.qp) != e.IBV_QPS_RTS:
@@ -319,6 +320,91 @@ def main():
     if len(got) != 1 or got[0].payload != src.bytes(0, 1024):
         fail(f"the original's duplicate after the forged ones: {[str(p) for p in got]}")
     print("duplicate READ with another RETH: no data; the real duplicate answered", flush=True)
+    done += 1
+
+    # 10. Zero-length RDMA WRITE and READ use no memory, so their R_Key and address are not
+    #     checked (IBA 9.4.1.1, 9.4.4): a garbage key and address 0 get an ACK and one empty
+    #     READ response, and the QP stays up.
+    v = Victim(ctx, gid, peer_gid)
+    keep += [v]
+    inj.send(rc(roce.RC_RDMA_WRITE_ONLY, v, RQ_PSN, ack_req=True, reth=(0, 0xdead00, 0)))
+    a = inj.recv(3)
+    if a is None or a.opcode != roce.RC_ACKNOWLEDGE or roce.nak_code(a) is not None \
+            or a.psn != RQ_PSN:
+        fail(f"zero-length WRITE with a garbage R_Key: got {a and str(a)}")
+    inj.send(rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN + 1, reth=(0, 0xbeef00, 0)))
+    r = inj.recv(3)
+    if r is None or r.opcode != roce.RC_RDMA_READ_RESPONSE_ONLY or r.psn != RQ_PSN + 1 \
+            or r.payload:
+        fail(f"zero-length READ with a garbage R_Key: got {r and str(r)}")
+    if qp_state(v.qp) != e.IBV_QPS_RTS:
+        fail(f"zero-length RDMA: the QP left RTS ({qp_state(v.qp)})")
+    print("zero-length WRITE and READ with a garbage R_Key: ACK, one empty response", flush=True)
+    done += 1
+
+    # 11. A READ longer than the largest message (2^31 bytes): an invalid request NAK (not a
+    #     remote access one: the length is refused before the key is looked at), the QP in
+    #     error.
+    v = Victim(ctx, gid, peer_gid)
+    keep += [v]
+    src = Buf(4096)
+    mr = v.mr(src, e.IBV_ACCESS_REMOTE_READ)
+    keep += [src, mr]
+    inj.send(rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN, reth=(src.addr, mr.rkey, 0xffffffff)))
+    expect_nak(inj, RQ_PSN, roce.NAK_INVALID_REQUEST, "READ of 4 GiB - 1")
+    expect_error_state(v, "READ of 4 GiB - 1")
+    print("READ of 4 GiB - 1 bytes: invalid request NAK", flush=True)
+    done += 1
+
+    # 12. More READs at once than the QP's max_dest_rd_atomic (4): the fifth, while the
+    #     first's responses are still being sent, is an invalid request (it would take the
+    #     first's place and cut it short).
+    v = Victim(ctx, gid, peer_gid)
+    n = 4096
+    big = Buf(n * 1024, 0x42)
+    mr = v.mr(big, e.IBV_ACCESS_REMOTE_READ)
+    keep += [v, big, mr]
+    inj.send_burst([rc(roce.RC_RDMA_READ_REQUEST, v, RQ_PSN + i * n,
+                       reth=(big.addr, mr.rkey, n * 1024)) for i in range(5)])
+    # The responses overflow the injector's socket (the NAK may be lost with them): the
+    # QP's state is the verdict; every packet that did arrive is drained before going on.
+    expect_error_state(v, "five READs at max_dest_rd_atomic 4")
+    got = inj.recv_all(2)
+    while (more := inj.recv_all(1)):
+        got += more
+    naks = [(p.psn, roce.nak_code(p)) for p in got if p.opcode == roce.RC_ACKNOWLEDGE]
+    if any(a != (RQ_PSN + 4 * n, roce.NAK_INVALID_REQUEST) for a in naks):
+        fail(f"five READs at max_dest_rd_atomic 4: acknowledges {naks}")
+    print(f"five READs of {n} KiB at max_dest_rd_atomic 4: the QP in error "
+          f"({len(got) - len(naks)} responses and {len(naks)} invalid request NAK seen)",
+          flush=True)
+    done += 1
+
+    # 13. A responder that sends a READ response shorter than the path MTU in the middle:
+    #     the READ must not complete successfully with part of its buffer never written.
+    #     (512 bytes, a multiple of 4: a middle packet with pad bytes is dropped as
+    #     malformed before it gets that far.)
+    v = Victim(ctx, gid, peer_gid)
+    rbuf = Buf(4096, 0)
+    rmr = v.mr(rbuf, e.IBV_ACCESS_LOCAL_WRITE)
+    keep += [v, rbuf, rmr]
+    wr = SendWR(wr_id=13, opcode=e.IBV_WR_RDMA_READ, num_sge=1,
+                sg=[SGE(rbuf.addr, 3000, rmr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_rdma(0x1234, 0x10000)
+    v.qp.post_send(wr)
+    q = inj.recv(3)
+    if q is None or q.opcode != roce.RC_RDMA_READ_REQUEST or q.psn != SQ_PSN:
+        fail(f"the victim's READ request: got {q and str(q)}")
+    ack = (roce.ack_syndrome(), 1)
+    for op, i, size in ((roce.RC_RDMA_READ_RESPONSE_FIRST, 0, 1024),
+                        (roce.RC_RDMA_READ_RESPONSE_MIDDLE, 1, 512),
+                        (roce.RC_RDMA_READ_RESPONSE_LAST, 2, 952)):
+        inj.send(roce.Pkt(opcode=op, dest_qp=v.qpn, psn=SQ_PSN + i, payload=b"\x5a" * size,
+                          aeth=None if op == roce.RC_RDMA_READ_RESPONSE_MIDDLE else ack))
+    wc = poll(v.cq, 1, 5)
+    if len(wc) != 1 or wc[0].wr_id != 13 or wc[0].status != e.IBV_WC_BAD_RESP_ERR:
+        fail(f"READ with a short middle response: {[(w.wr_id, w.status) for w in wc]}")
+    print("READ answered with a 512-byte middle response: IBV_WC_BAD_RESP_ERR", flush=True)
     done += 1
 
     inj.close()

@@ -585,18 +585,28 @@ class Injector:
         self.next_id = self.next_id % 0xffff + 1          # 1..0xffff, never 0
         return i
 
-    def send(self, p, icrc=True):
-        """Builds P (src/dst filled if unset, ip_id if None) and sends it; returns the bytes.
-
-        P itself is not changed."""
+    def _build(self, p, icrc):
+        """P's bytes (src/dst filled if unset, ip_id if None) and its destination."""
         q = dataclasses.replace(p)
         q.src = q.src or self.src
         q.dst = q.dst or self.dst
         if q.ip_id is None:
             q.ip_id = self._next_ip_id() if self.version == 4 else 0
-        data = build(q, icrc)
-        self.send_raw(data, q.dst)
+        return build(q, icrc), q.dst
+
+    def send(self, p, icrc=True):
+        """Builds P (src/dst filled if unset, ip_id if None) and sends it; returns the bytes.
+
+        P itself is not changed."""
+        data, dst = self._build(p, icrc)
+        self.send_raw(data, dst)
         return data
+
+    def send_burst(self, pkts, icrc=True):
+        """Builds every packet of PKTS, then sends them back to back (building one takes
+        long enough for the peer to act on the one before)."""
+        for data, dst in [self._build(p, icrc) for p in pkts]:
+            self.send_raw(data, dst)
 
     def send_raw(self, ip_packet, dst=None):
         """Sends a hand-made IP packet (IP header included) towards DST (default: the peer)."""

@@ -58,12 +58,18 @@ pub enum ResponseAction {
     Progress,
     /// An in-order READ response or atomic acknowledge: store its payload
     /// (READ data at byte `offset` of the work request's buffer, or the
-    /// atomic's original value).
+    /// atomic's original value). The work request counts as done once its
+    /// last response is placed: a READ response whose payload is not `len`
+    /// bytes must fail it (a responder that sent less would otherwise leave
+    /// part of the buffer unwritten behind a successful completion).
     Place {
         /// The work request the data belongs to.
         wr_id: u64,
         /// Byte offset of the data in the READ buffer (0 for an ATOMIC).
         offset: u32,
+        /// The payload's length: the path MTU, the rest of the READ for its
+        /// last response (8 for an ATOMIC).
+        len: u32,
     },
     /// Go-back-N: a sequence error or implicit NAK; resend with
     /// `next_packet`.
@@ -264,11 +270,12 @@ impl<const N: usize> Requester<N> {
             w.done = Some(Status::Success);
         }
         let offset = p.diff(w.first_psn) as u32 * self.cfg.pmtu;
+        let len = w.len.saturating_sub(offset).min(self.cfg.pmtu);
         let wr_id = w.wr_id;
         let before = self.una;
         self.update_una();
         self.progress(now, before);
-        ResponseAction::Place { wr_id, offset }
+        ResponseAction::Place { wr_id, offset, len }
     }
 }
 
@@ -366,7 +373,8 @@ mod tests {
             r.on_response(0, &data(11, ResponseKind::ReadResponse)),
             ResponseAction::Place {
                 wr_id: 1,
-                offset: 0
+                offset: 0,
+                len: 1024
             }
         );
         // The read response acknowledged the first send.
@@ -380,11 +388,16 @@ mod tests {
         assert!(p.retransmit);
         // A duplicate ACK does not rewind again.
         assert_eq!(r.on_response(0, &ack(14)), ResponseAction::Ignored);
-        for psn in 12..=13 {
-            assert!(matches!(
+        // Every response but the last is a path MTU long; the last the rest.
+        for (psn, offset, len) in [(12, 1024, 1024), (13, 2048, 952)] {
+            assert_eq!(
                 r.on_response(0, &data(psn, ResponseKind::ReadResponse)),
-                ResponseAction::Place { wr_id: 1, .. }
-            ));
+                ResponseAction::Place {
+                    wr_id: 1,
+                    offset,
+                    len
+                }
+            );
         }
         // Duplicate response ignored.
         assert_eq!(
@@ -460,7 +473,8 @@ mod tests {
             r.on_response(0, &data(10, ResponseKind::AtomicAck)),
             ResponseAction::Place {
                 wr_id: 0,
-                offset: 0
+                offset: 0,
+                len: 8
             }
         );
         assert_eq!(completions(&mut r).1, 1);
