@@ -44,7 +44,9 @@ use crate::wire::opcode::{Opcode, Operation, Position};
 use crate::wire::packet::{Headers, Packet};
 use crate::wire::psn::Psn;
 use crate::wire::rc::completer::{Response, ResponseAction, ResponseKind};
-use crate::wire::rc::requester::{RcError, Requester, RequesterConfig, Status, TimerAction};
+use crate::wire::rc::requester::{
+    PostError, RcError, Requester, RequesterConfig, Status, TimerAction,
+};
 use crate::wire::rc::responder::{Ack, Request, Responder, ResponderAction, ResponderConfig};
 use crate::wire::rc::sequence::MessageSequence;
 use crate::wire::rc::OpKind;

@@ -177,7 +177,7 @@ impl QpInner {
     pub(super) fn take_sq(
         &self,
         st: &mut QpState,
-        wait: impl Fn(&mut QpState, &SendWqe) -> bool,
+        wait: impl Fn(&mut QpState, &SendEntry) -> bool,
         mut take: impl FnMut(&mut QpState, usize, SendEntry) -> bool,
     ) -> Result<(), RingFault> {
         self.sq.refresh(&mut st.sq_view)?;
@@ -205,7 +205,7 @@ impl QpInner {
                     break;
                 }
             };
-            if wait(st, &entry.wqe) {
+            if wait(st, &entry) {
                 break;
             }
             st.sq_view.consume();
@@ -220,11 +220,18 @@ impl QpInner {
     /// Takes the SQ's new WQEs into the requester.
     pub(super) fn take_send_wqes(&self, st: &mut QpState) -> Result<(), RingFault> {
         // A fenced WQE waits until everything before it (in particular RDMA READs and
-        // ATOMICs, IBA 10.8.3.3) has completed; it stays in the ring meanwhile and the
+        // ATOMICs, IBA 10.8.3.3) has completed, and a long one until the PSNs it needs are
+        // free (see `Requester::must_wait`); it stays in the ring meanwhile and the
         // completions that free the requester run the QP again.
-        let fenced = |st: &mut QpState, wqe: &SendWqe| {
+        let wait = |st: &mut QpState, e: &SendEntry| {
+            let kind = WrOpcode::from_u8(e.wqe.opcode).and_then(kind_of);
+            if let (Some(kind), Some(req)) = (kind, st.req.as_ref()) {
+                if message_len(kind, e).is_some_and(|len| req.must_wait(kind, len)) {
+                    return true;
+                }
+            }
             let idle = |st: &QpState| st.req.as_ref().map_or(true, |r| r.is_idle());
-            if wqe.flags & WQE_FLAG_FENCE == 0 || idle(st) {
+            if e.wqe.flags & WQE_FLAG_FENCE == 0 || idle(st) {
                 return false;
             }
             // Completions already acknowledged may be all that is in the way.
@@ -234,7 +241,7 @@ impl QpInner {
         // A local operation (REG_MR, LOCAL_INV) is executed when it is taken, in order, like
         // rxe and hardware do (work before it that still uses the MR it changes is the ULP's
         // to fence), and completes after the work before it.
-        self.take_sq(st, fenced, |st, idx, entry| {
+        self.take_sq(st, wait, |st, idx, entry| {
             if WrOpcode::from_u8(entry.wqe.opcode).is_some_and(|o| o.is_local()) {
                 self.local_op(st, idx, entry);
             } else {
@@ -455,22 +462,20 @@ impl QpInner {
         {
             return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
         }
-        let len: u64 = if e.wqe.flags & WQE_FLAG_INLINE != 0 {
-            e.inline.len() as u64
-        } else {
-            e.sges.iter().map(|s| u64::from(s.length)).sum()
-        };
-        let len = match (kind, u32::try_from(len)) {
-            (OpKind::Atomic, _) => 8,
-            (_, Ok(l)) if l <= crate::device::limits::MAX_MSG_SZ => l,
-            _ => return fail(self, st, e.wqe.wr_id, wc_status::LOC_LEN_ERR),
+        let Some(len) = message_len(kind, &e) else {
+            return fail(self, st, e.wqe.wr_id, wc_status::LOC_LEN_ERR);
         };
         let seq = st.next_seq;
         let Some(req) = st.req.as_mut() else {
             return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
         };
-        if req.post(seq, kind, len).is_err() {
-            return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
+        match req.post(seq, kind, len) {
+            Ok(_) => {}
+            // Longer than this path MTU's PSNs can carry (the take waited for room).
+            Err(PostError::TooLong) => {
+                return fail(self, st, e.wqe.wr_id, wc_status::LOC_LEN_ERR);
+            }
+            Err(_) => return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR),
         }
         st.next_seq += 1;
         st.ops[idx] = Some(SendOp {
@@ -688,5 +693,19 @@ impl QpInner {
                 &self.events,
             );
         }
+    }
+}
+
+/// The bytes a send WQE moves (8 for an ATOMIC), or `None` beyond the largest message.
+fn message_len(kind: OpKind, e: &SendEntry) -> Option<u32> {
+    let len: u64 = if e.wqe.flags & WQE_FLAG_INLINE != 0 {
+        e.inline.len() as u64
+    } else {
+        e.sges.iter().map(|s| u64::from(s.length)).sum()
+    };
+    match (kind, u32::try_from(len)) {
+        (OpKind::Atomic, _) => Some(8),
+        (_, Ok(l)) if l <= crate::device::limits::MAX_MSG_SZ => Some(l),
+        _ => None,
     }
 }

@@ -92,7 +92,8 @@ pub enum PostError {
     QpError,
     /// Posting it would put 2^22 or more PSNs between the first
     /// unacknowledged PSN and the end of the posted work (wait for
-    /// completions; a single message this long can never be posted).
+    /// completions, see [`Requester::must_wait`]; a single message this long
+    /// can never be posted).
     TooLong,
 }
 
@@ -252,6 +253,16 @@ impl<const N: usize> Requester<N> {
 
     pub(super) fn idx(&self, i: usize) -> usize {
         (self.head + i) % N
+    }
+
+    /// Whether a work request of `kind` with `len` bytes must wait for
+    /// completions before [`Self::post`] takes it: alone it would fit, but not
+    /// behind the work outstanding (2^22 PSNs from the first unacknowledged
+    /// one). One that can never fit is refused by `post` instead.
+    pub fn must_wait(&self, kind: OpKind, len: u32) -> bool {
+        let npsn = psns_for(kind, len, self.cfg.pmtu);
+        let posted = self.next_psn.diff(self.una) as u32;
+        npsn < MAX_POSTED_PSNS && posted.saturating_add(npsn) >= MAX_POSTED_PSNS
     }
 
     /// Posts a work request of `kind` with `len` bytes (for an ATOMIC, its
@@ -545,8 +556,13 @@ mod tests {
         r.post(2, OpKind::Send, 1).unwrap();
         assert_eq!(r.post(3, OpKind::Send, 1), Err(PostError::Full));
         let mut big = Requester::<2>::new(RequesterConfig { pmtu: 256, ..CFG });
+        // 2^22 PSNs of 256 bytes: never fits; one PSN less fits, alone.
+        assert!(!big.must_wait(OpKind::Write, 1 << 30));
         assert_eq!(big.post(1, OpKind::Write, 1 << 30), Err(PostError::TooLong));
+        assert!(!big.must_wait(OpKind::Write, (1 << 30) - 256));
         assert!(big.post(1, OpKind::Write, (1 << 30) - 256).is_ok());
+        // Behind it, even one more PSN waits for its completion.
+        assert!(big.must_wait(OpKind::Read, 256));
         assert_eq!(big.post(2, OpKind::Read, 256), Err(PostError::TooLong));
         assert_eq!(r.poll_completion(), None);
         r.flush();
