@@ -679,6 +679,11 @@ impl QpInner {
             return Err(EINVAL);
         }
         st.attrs = n;
+        if a.max_dest_rd_atomic.is_some() {
+            if let Some(r) = st.resp.as_mut() {
+                r.grant(usize::from(n.max_dest_rd_atomic));
+            }
+        }
         let from = st.state;
         st.state = next;
         match next {

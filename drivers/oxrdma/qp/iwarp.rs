@@ -513,25 +513,27 @@ impl QpInner {
         if !ok {
             return Err(EINVAL);
         }
+        // Everything is checked before anything changes: a refused modify leaves the QP as
+        // it was.
+        let mut attrs = st.attrs;
         if let Some(v) = a.access {
             let all = access::LOCAL_WRITE
                 | access::REMOTE_WRITE
                 | access::REMOTE_READ
                 | access::REMOTE_ATOMIC;
-            st.attrs.access = v & all;
+            attrs.access = v & all;
         }
-        set_max(
-            &mut st.attrs.max_rd_atomic,
-            a.max_rd_atomic,
-            MAX_RD_ATOMIC as u8,
-        )?;
-        set_max(
-            &mut st.attrs.max_dest_rd_atomic,
-            a.max_dest_rd_atomic,
-            MAX_IRD as u8,
-        )?;
+        set_max(&mut attrs.max_rd_atomic, a.max_rd_atomic, MAX_RD_ATOMIC as u8)?;
+        set_max(&mut attrs.max_dest_rd_atomic, a.max_dest_rd_atomic, MAX_IRD as u8)?;
         match next {
             St::Reset if st.iw.is_some() => return Err(EBUSY),
+            // Before the connection is up there is nothing to close, and nothing to send
+            // on: the connection manager moves the QP to RTS (as siw requires too).
+            St::Sqd | St::Rts if st.iw.is_none() => return Err(EINVAL),
+            _ => {}
+        }
+        st.attrs = attrs;
+        match next {
             St::Reset => {
                 st.state = St::Reset;
                 self.reset(&mut st);
@@ -542,9 +544,6 @@ impl QpInner {
                     iw.abort = true;
                 }
             }
-            // Before the connection is up there is nothing to close, and nothing to send
-            // on: the connection manager moves the QP to RTS (as siw requires too).
-            St::Sqd | St::Rts if st.iw.is_none() => return Err(EINVAL),
             _ => st.state = next,
         }
         drop(st);

@@ -257,7 +257,8 @@ impl MmapEntry {
 impl Drop for MmapEntry {
     fn drop(&mut self) {
         // SAFETY: inserted and not removed (type invariant); the context is live (contract of
-        // `insert`). ib_core calls `mmap_free` once the process has unmapped it too.
+        // `insert`). ib_core calls `mmap_free` once no `mmap` call holds the entry (a
+        // process's mapping holds page references, not the entry: module doc).
         unsafe { bindings::rdma_user_mmap_entry_remove(self.entry.as_ptr().cast()) };
     }
 }

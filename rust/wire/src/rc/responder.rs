@@ -169,6 +169,12 @@ impl<const R: usize> Responder<R> {
         self.msn
     }
 
+    /// Grants `resources` responder resources from now on (`max_dest_rd_atomic`
+    /// changed by a modify of a QP in SQD); the requests kept stay until overwritten.
+    pub fn grant(&mut self, resources: usize) {
+        self.cfg.resources = resources;
+    }
+
     /// The resource in `slot`, if any.
     pub fn resource(&self, slot: usize) -> Option<&Resource> {
         self.resources.get(slot).and_then(|r| r.as_ref())
@@ -568,6 +574,14 @@ mod tests {
             r.on_request(&read(101, 8), true),
             ResponderAction::Replay { slot: 1, .. }
         ));
+        // Granted 3 from now on: the next two go to slots 1 and 2.
+        r.grant(3);
+        let next: [_; 2] =
+            core::array::from_fn(|i| match r.on_request(&read(103 + i as u32, 8), true) {
+                ResponderAction::Execute { slot, .. } => slot,
+                a => panic!("{a:?}"),
+            });
+        assert_eq!(next, [Some(1), Some(2)]);
         // None granted (max_dest_rd_atomic 0): no slot, for READ and ATOMIC alike.
         let mut r = Responder::<4>::new(ResponderConfig {
             resources: 0,
