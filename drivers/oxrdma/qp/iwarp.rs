@@ -941,7 +941,9 @@ impl QpInner {
                 // data message carries no payload); too long a message, or an atomic
                 // not of 8 bytes, cannot be sent.
                 op.opcode = v.map(|v| v.opcode).unwrap_or(WrOpcode::Send);
-                op.local_error = Some(if u32::try_from(len).is_err() {
+                let too_long = u32::try_from(len)
+                    .map_or(true, |l| l > crate::device::limits::MAX_MSG_SZ);
+                op.local_error = Some(if too_long {
                     wc_status::LOC_LEN_ERR
                 } else {
                     wc_status::LOC_QP_OP_ERR
