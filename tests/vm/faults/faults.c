@@ -33,8 +33,8 @@
 #include <rdma/rdma_netlink.h>
 #include <sys/socket.h>
 #include <infiniband/verbs.h>
+#include "../lib/verbs-helpers.h"
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MAX_RUNS 8000
 /* Faults swept one by one before a stride applies (FAULTS_STRIDE). */
 #define DENSE_RUNS 200
@@ -42,6 +42,10 @@
 #define COMPLETION_TIMEOUT_MS 30000
 /* Fresh pairs that each post a WRITE as soon as they are connected. */
 #define FRESH_PAIRS 300
+/* The RC QPs' first PSN (both ways), ACK timeout (4.096 us << 10) and retry counts. */
+#define RC_PSN 1
+#define RC_TIMEOUT 10
+#define RC_RETRY 3
 
 static int nth_fd = -1;
 static long injected_total, hung_total;
@@ -79,24 +83,6 @@ static int disarm(void)
 	return left == 0;
 }
 
-static struct ibv_context *open_by_name(const char *name)
-{
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-	int err = ENODEV;
-
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name)) {
-			ctx = ibv_open_device(list[i]);
-			err = errno;
-		}
-	if (list)
-		ibv_free_device_list(list);
-	if (!ctx)
-		errno = err;
-	return ctx;
-}
-
 /* The objects one operation needs, made before it without faults. */
 struct env {
 	struct ibv_context *ctx, *peer_ctx;
@@ -110,51 +96,21 @@ struct env {
 	int broken;
 };
 
+/* An RC QP of 16 send and 16 receive WRs, one SGE each. */
 static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr a = {
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
-			 .max_recv_sge = 1 },
-	};
-
-	return ibv_create_qp(pd, &a);
+	return ox_create_rc_qp(pd, cq, 16, 16);
 }
 
-static int to_init(struct ibv_qp *qp)
-{
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-	};
-
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			     IBV_QP_ACCESS_FLAGS);
-}
-
+/* The shared transitions with this program's PSN, timeout and retry counts. */
 static int to_rtr(struct ibv_qp *qp, uint32_t dest, const union ibv_gid *dgid, int sgid)
 {
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTR, .path_mtu = IBV_MTU_1024, .dest_qp_num = dest,
-		.rq_psn = 1, .max_dest_rd_atomic = 1, .min_rnr_timer = 1,
-		.ah_attr = { .is_global = 1, .port_num = 1,
-			     .grh = { .dgid = *dgid, .sgid_index = sgid, .hop_limit = 64 } },
-	};
-
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-			     IBV_QP_MIN_RNR_TIMER);
+	return ox_qp_to_rtr(qp, dest, dgid, sgid, RC_PSN);
 }
 
 static int to_rts(struct ibv_qp *qp)
 {
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_RTS, .sq_psn = 1, .timeout = 10, .retry_cnt = 3,
-		.rnr_retry = 3, .max_rd_atomic = 1,
-	};
-
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return ox_qp_to_rts(qp, RC_PSN, RC_TIMEOUT, RC_RETRY, RC_RETRY);
 }
 
 /* A connected RC pair, DEV to PEER_DEV, made again when the last one went to error. */
@@ -175,7 +131,7 @@ static void connect_pair(struct env *e)
 	e->peer_qp = rc_qp(e->peer_pd, e->peer_cq);
 	if (!e->qp || !e->peer_qp)
 		die("create the RC pair");
-	if (to_init(e->qp) || to_init(e->peer_qp) ||
+	if (ox_qp_to_init(e->qp) || ox_qp_to_init(e->peer_qp) ||
 	    to_rtr(e->qp, e->peer_qp->qp_num, &e->peer_gid, gid_index) ||
 	    to_rtr(e->peer_qp, e->qp->qp_num, &e->gid, peer_gid_index) ||
 	    to_rts(e->qp) || to_rts(e->peer_qp))
@@ -223,7 +179,7 @@ static int err_of(const void *p)
 
 static int run_open(struct env *e, void **obj)
 {
-	*obj = open_by_name(dev_name);
+	*obj = ox_open_device(dev_name);
 	return err_of(*obj);
 }
 
@@ -333,7 +289,7 @@ static int run_modify(struct env *e, void **obj)
 	int err;
 
 	*obj = qp;
-	err = to_init(qp);
+	err = ox_qp_to_init(qp);
 	if (!err)
 		err = to_rtr(qp, e->peer_qp->qp_num, &e->peer_gid, gid_index);
 	if (!err)
@@ -535,8 +491,8 @@ int main(int argc, char **argv)
 	nl_fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
 	if (nl_fd < 0)
 		die("netlink socket");
-	e.ctx = open_by_name(dev_name);
-	e.peer_ctx = open_by_name(peer_name);
+	e.ctx = ox_open_device(dev_name);
+	e.peer_ctx = ox_open_device(peer_name);
 	if (!e.ctx || !e.peer_ctx)
 		die("open the devices");
 	e.pd = ibv_alloc_pd(e.ctx);

@@ -28,10 +28,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include "../lib/verbs-helpers.h"
 
 #define POOL 16
 #define BUF_LEN (1024 * 1024)
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+/* The RC QPs' ACK timeout (4.096 us << 8) and retry counts. */
+#define RC_TIMEOUT 8
+#define RC_RETRY 2
 
 enum call {
 	C_PD, C_MR, C_CQ, C_SRQ, C_QP, C_MODIFY, C_AH, C_SEND, C_RECV, C_POLL, C_MMAP, C_FORK,
@@ -260,26 +263,14 @@ static int next_state(struct worker *w, struct ibv_qp *qp)
 			return ibv_modify_qp(qp, &a, IBV_QP_STATE);
 		if (ibv_query_gid(ctx, 1, gid_index, &gid))
 			return -1;
-		a.path_mtu = IBV_MTU_1024;
-		a.dest_qp_num = qp->qp_num;
-		a.rq_psn = rn(w, 1 << 24);
-		a.max_dest_rd_atomic = 1;
-		a.min_rnr_timer = 1;
-		a.ah_attr.is_global = 1;
-		a.ah_attr.port_num = 1;
-		a.ah_attr.grh.dgid = gid;
-		a.ah_attr.grh.sgid_index = gid_index;
-		a.ah_attr.grh.hop_limit = 64;
-		return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-				     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-				     IBV_QP_MIN_RNR_TIMER);
+		return ox_qp_to_rtr(qp, qp->qp_num, &gid, gid_index, rn(w, 1 << 24));
 	case IBV_QPS_RTR:
 		memset(&a, 0, sizeof(a));
 		a.qp_state = IBV_QPS_RTS;
 		a.sq_psn = rn(w, 1 << 24);
-		a.timeout = 8;
-		a.retry_cnt = 2;
-		a.rnr_retry = 2;
+		a.timeout = RC_TIMEOUT;
+		a.retry_cnt = RC_RETRY;
+		a.rnr_retry = RC_RETRY;
 		a.max_rd_atomic = 1;
 		mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
 		if (!ud)
@@ -484,39 +475,15 @@ static void do_fork(struct worker *w)
 	done(w, C_FORK, pid < 0);
 }
 
+/* QP of this device to RTS, connected to QP number DEST of this device; PSNs 0. */
 static int rc_connect(struct ibv_qp *qp, uint32_t dest)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE |
-						    IBV_ACCESS_REMOTE_READ };
 	union ibv_gid gid;
 
-	if (ibv_query_gid(ctx, 1, gid_index, &gid) ||
-	    ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
+	if (ibv_query_gid(ctx, 1, gid_index, &gid) || ox_qp_to_init(qp) ||
+	    ox_qp_to_rtr(qp, dest, &gid, gid_index, 0))
 		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.port_num = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 8;
-	a.retry_cnt = 2;
-	a.rnr_retry = 2;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT |
-			     IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return ox_qp_to_rts(qp, 0, RC_TIMEOUT, RC_RETRY, RC_RETRY);
 }
 
 /*
@@ -702,7 +669,6 @@ static void *run(void *arg)
 
 int main(int argc, char **argv)
 {
-	struct ibv_device **list;
 	long calls, all = 0, errs = 0;
 	int threads;
 	unsigned int seed;
@@ -715,10 +681,7 @@ int main(int argc, char **argv)
 	calls = atol(argv[3]);
 	threads = atoi(argv[4]);
 	seed = (unsigned int)strtoul(argv[5], NULL, 0);
-	list = ibv_get_device_list(NULL);
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), argv[1]))
-			ctx = ibv_open_device(list[i]);
+	ctx = ox_open_device(argv[1]);
 	if (!ctx || ibv_query_device(ctx, &dev_attr)) {
 		fprintf(stderr, "cannot open %s\n", argv[1]);
 		return 2;
@@ -753,6 +716,5 @@ int main(int argc, char **argv)
 		errs += errors_total[c];
 	}
 	printf("verbs-fuzz: %ld calls, %ld errors\n", all, errs);
-	ibv_free_device_list(list);
 	return ibv_close_device(ctx) ? 1 : 0;
 }

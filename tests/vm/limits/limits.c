@@ -23,17 +23,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <infiniband/verbs.h>
+#include "../lib/verbs-helpers.h"
 
+/* The device called NAME, opened; exits 2 when it cannot be. */
 static struct ibv_context *open_dev(const char *name)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
+	struct ibv_context *ctx = ox_open_device(name);
 
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), name))
-			ctx = ibv_open_device(list[i]);
-	if (list)
-		ibv_free_device_list(list);
 	if (!ctx) {
 		fprintf(stderr, "cannot open %s\n", name);
 		exit(2);
@@ -167,14 +163,7 @@ static void entries(struct ibv_context *ctx)
 		printf("setup %d\n", errno);
 		return;
 	}
-	struct ibv_qp_init_attr qa = {
-		.send_cq = cq,
-		.recv_cq = cq,
-		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = attr.max_qp_wr + 1, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	qp = ibv_create_qp(pd, &qa);
+	qp = ox_create_rc_qp(pd, cq, attr.max_qp_wr + 1, 1);
 	printf("qp %d\n", qp ? 0 : errno);
 	if (qp)
 		ibv_destroy_qp(qp);
