@@ -523,8 +523,16 @@ impl QpInner {
                 | access::REMOTE_ATOMIC;
             attrs.access = v & all;
         }
-        set_max(&mut attrs.max_rd_atomic, a.max_rd_atomic, MAX_RD_ATOMIC as u8)?;
-        set_max(&mut attrs.max_dest_rd_atomic, a.max_dest_rd_atomic, MAX_IRD as u8)?;
+        set_max(
+            &mut attrs.max_rd_atomic,
+            a.max_rd_atomic,
+            MAX_RD_ATOMIC as u8,
+        )?;
+        set_max(
+            &mut attrs.max_dest_rd_atomic,
+            a.max_dest_rd_atomic,
+            MAX_IRD as u8,
+        )?;
         match next {
             St::Reset if st.iw.is_some() => return Err(EBUSY),
             // Before the connection is up there is nothing to close, and nothing to send
@@ -941,8 +949,8 @@ impl QpInner {
                 // data message carries no payload); too long a message, or an atomic
                 // not of 8 bytes, cannot be sent.
                 op.opcode = v.map(|v| v.opcode).unwrap_or(WrOpcode::Send);
-                let too_long = u32::try_from(len)
-                    .map_or(true, |l| l > crate::device::limits::MAX_MSG_SZ);
+                let too_long =
+                    u32::try_from(len).map_or(true, |l| l > crate::device::limits::MAX_MSG_SZ);
                 op.local_error = Some(if too_long {
                     wc_status::LOC_LEN_ERR
                 } else {

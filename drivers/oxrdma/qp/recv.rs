@@ -118,12 +118,7 @@ impl QpInner {
                 kind,
             },
         );
-        if let ResponseAction::Place {
-            wr_id,
-            offset,
-            len,
-        } = action
-        {
+        if let ResponseAction::Place { wr_id, offset, len } = action {
             let idx = (wr_id % REQ_WQES as u64) as usize;
             let Some(op) = st.ops[idx].as_ref() else {
                 return;

@@ -20,6 +20,7 @@
  * look at them with an RTS -> RTS modify, which runs the QP's send side. Each side prints
  * "<role>: ok" ("client: N scenarios ok") and exits 0, or prints what went wrong and exits 1.
  */
+#include <assert.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@
 #define RING_CONS 64
 #define SEND_WQE 64
 #define SGE_BYTES 16
-#define WQE_INLINE (1u << 3)
+#define WQE_INLINE 0x08
 #define OP_SEND 2
 
 #define SLOTS 8
@@ -60,8 +61,8 @@ struct sge {
 	uint32_t length, lkey;
 };
 
-_Static_assert(sizeof(struct wqe) == SEND_WQE, "send WQE header");
-_Static_assert(sizeof(struct sge) == SGE_BYTES, "SGE");
+static_assert(sizeof(struct wqe) == SEND_WQE, "send WQE header");
+static_assert(sizeof(struct sge) == SGE_BYTES, "SGE");
 
 static const char *role;
 
@@ -132,7 +133,7 @@ static void accept_one(struct rdma_cm_id *listen_id, struct conn *c)
 }
 
 /* Echoes every message of the bystander connection until "done". */
-static void *echo(void *arg)
+static void *serve_bystander(void *arg)
 {
 	struct conn *c = arg;
 	struct ibv_wc wc;
@@ -162,7 +163,7 @@ static int run_server(const char *addr, const char *port, int victims)
 	if (rdma_create_ep(&listen_id, res, NULL, NULL) || rdma_listen(listen_id, 4))
 		die("listen failed");
 	accept_one(listen_id, &bystander);
-	if (pthread_create(&t, NULL, echo, &bystander))
+	if (pthread_create(&t, NULL, serve_bystander, &bystander))
 		die("pthread_create failed");
 	for (int i = 0; i < victims; i++)
 		accept_one(listen_id, &v[i]);
@@ -183,8 +184,10 @@ struct victim {
 	struct rdma_cm_id *id;
 	struct ibv_cq *cq;
 	uint8_t *cq_ring, *sq, *rq;
-	/* Bytes of a send slot: the header and the larger of the SGEs and the inline data
-	 * granted, rounded up to a power of two (send_slot_size() in rust/uapi). */
+	/*
+	 * Bytes of a send slot: the header and the larger of the SGEs and the inline data
+	 * granted, rounded up to a power of two (send_slot_size() in rust/uapi).
+	 */
 	size_t slot;
 };
 
@@ -206,8 +209,10 @@ static int uverbs_maps(struct ibv_context *ctx, uintptr_t *out)
 	while (fgets(line, sizeof(line), f) && n < MAX_MAPS) {
 		char file[256] = "";
 
-		if (sscanf(line, "%llx-%llx %*s %llx %*s %*s %255s", &start, &end, &off, file) == 4 &&
-		    !strcmp(file, path)) {
+		int got = sscanf(line, "%llx-%llx %*s %llx %*s %*s %255s", &start, &end, &off,
+				 file);
+
+		if (got == 4 && !strcmp(file, path)) {
 			int i = n++;
 
 			/* Insertion by offset. */
@@ -224,9 +229,15 @@ static int uverbs_maps(struct ibv_context *ctx, uintptr_t *out)
 	return n;
 }
 
-static volatile uint32_t *u32at(uint8_t *ring, size_t off)
+/* The ring index at byte OFF of RING (the process's side of it: no kernel ordering needed). */
+static uint32_t ring_index(uint8_t *ring, size_t off)
 {
-	return (volatile uint32_t *)(ring + off);
+	return __atomic_load_n((uint32_t *)(ring + off), __ATOMIC_ACQUIRE);
+}
+
+static void set_ring_index(uint8_t *ring, size_t off, uint32_t val)
+{
+	__atomic_store_n((uint32_t *)(ring + off), val, __ATOMIC_RELEASE);
 }
 
 static void connect_victim(struct rdma_addrinfo *res, struct victim *v)
@@ -266,8 +277,10 @@ static void connect_victim(struct rdma_addrinfo *res, struct victim *v)
 		die("rdma_connect failed");
 }
 
-/* Makes the kernel run the victim's send side (an RTS -> RTS modify); one refused because
- * the QP is already in the error state is fine. */
+/*
+ * Makes the kernel run the victim's send side (an RTS -> RTS modify); one refused because
+ * the QP is already in the error state is fine.
+ */
 static void kick(struct victim *v)
 {
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
@@ -290,7 +303,8 @@ static void expect_error_state(struct victim *v, const char *what)
 	for (int i = 0; i < 100 && qp_state(v) != IBV_QPS_ERR; i++)
 		usleep(50000);
 	if (qp_state(v) != IBV_QPS_ERR) {
-		printf("client: FAIL: %s: victim QP in state %d, not in error\n", what, qp_state(v));
+		printf("client: FAIL: %s: victim QP in state %d, not in error\n", what,
+		       qp_state(v));
 		exit(1);
 	}
 }
@@ -312,12 +326,12 @@ static struct ibv_wc first_wc(struct victim *v, const char *what)
 /* Writes LEN bytes of WQE into the victim's next send slot and publishes it. */
 static void inject(struct victim *v, const void *wqe, size_t len)
 {
-	uint32_t prod = *u32at(v->sq, RING_PROD);
+	uint32_t prod = ring_index(v->sq, RING_PROD);
 
 	if (len > v->slot)
 		die("injected WQE larger than a slot");
 	memcpy(v->sq + RING_HDR + (prod % SLOTS) * v->slot, wqe, len);
-	__atomic_store_n((uint32_t *)(v->sq + RING_PROD), prod + 1, __ATOMIC_RELEASE);
+	set_ring_index(v->sq, RING_PROD, prod + 1);
 }
 
 /* A SEND WQE saying NUM_SGE SGEs, followed by the N of S. */
@@ -332,8 +346,10 @@ static void inject_send(struct victim *v, uint64_t wr_id, uint8_t num_sge, const
 	inject(v, b, SEND_WQE + n * sizeof(*s));
 }
 
-/* The victim's first completion must have status S1 or S2 (and WR_ID unless 0), and be its
- * only one. */
+/*
+ * The victim's first completion must have status S1 or S2 (and WR_ID unless 0), and be its
+ * only one.
+ */
 static void expect_status(struct victim *v, const char *what, uint64_t wr_id,
 			  enum ibv_wc_status s1, enum ibv_wc_status s2)
 {
@@ -364,8 +380,12 @@ static void exchange(const char *msg)
 
 	if (rdma_post_recv(bystander, NULL, bbuf + MSG, MSG, bmr))
 		die("bystander: rdma_post_recv failed");
-	strcpy((char *)bbuf, msg);
-	if (rdma_post_send(bystander, NULL, bbuf, strlen(msg) + 1, bmr, IBV_SEND_SIGNALED) ||
+	size_t len = strlen(msg) + 1;
+
+	if (len > MSG)
+		die("bystander: message too long");
+	memcpy(bbuf, msg, len);
+	if (rdma_post_send(bystander, NULL, bbuf, len, bmr, IBV_SEND_SIGNALED) ||
 	    rdma_get_send_comp(bystander, &wc) <= 0 || wc.status != IBV_WC_SUCCESS)
 		die("bystander: send failed");
 	if (!strcmp(msg, "done"))
@@ -394,7 +414,7 @@ static int run_client(const char *addr, const char *port)
 
 	/* 1. The SQ producer index beyond the ring. */
 	connect_victim(res, &v[n]);
-	*u32at(v[n].sq, RING_PROD) = *u32at(v[n].sq, RING_CONS) + SLOTS + 5;
+	set_ring_index(v[n].sq, RING_PROD, ring_index(v[n].sq, RING_CONS) + SLOTS + 5);
 	kick(&v[n]);
 	expect_error_state(&v[n], "sq producer overrun");
 	printf("sq producer overrun: victim QP in error\n");
@@ -436,8 +456,12 @@ static int run_client(const char *addr, const char *port)
 
 	/* 5. 255 SGEs in a slot that holds 2 (the QP allows 2). */
 	connect_victim(res, &v[n]);
-	inject_send(&v[n], 55, 255, (struct sge[2]){ { (uintptr_t)buf, 1, mr->lkey },
-						     { (uintptr_t)buf, 1, mr->lkey } }, 2);
+	{
+		struct sge two[2] = { { (uintptr_t)buf, 1, mr->lkey },
+				      { (uintptr_t)buf, 1, mr->lkey } };
+
+		inject_send(&v[n], 55, 255, two, 2);
+	}
 	kick(&v[n]);
 	expect_status(&v[n], "255 SGEs", 55, IBV_WC_LOC_QP_OP_ERR, IBV_WC_LOC_LEN_ERR);
 	exchange("after 5");
@@ -459,7 +483,7 @@ static int run_client(const char *addr, const char *port)
 
 	/* 7. An impossible CQ consumer index: the victim's completions are lost, nothing else. */
 	connect_victim(res, &v[n]);
-	*u32at(v[n].cq_ring, RING_CONS) = *u32at(v[n].cq_ring, RING_PROD) + 12345;
+	set_ring_index(v[n].cq_ring, RING_CONS, ring_index(v[n].cq_ring, RING_PROD) + 12345);
 	{
 		struct ibv_sge sg = { (uintptr_t)buf, 10, mr->lkey };
 		struct ibv_send_wr wr = { .wr_id = 77, .sg_list = &sg, .num_sge = 1,
