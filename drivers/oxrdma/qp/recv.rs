@@ -238,9 +238,9 @@ impl QpInner {
                     return;
                 };
                 let next = from.diff(res.first_psn).max(0) as u32;
-                // A duplicate READ asks again for (part of) the original: the same R_Key and a
-                // range inside the original's. Any other RETH is not a retransmission and gets
-                // no data (rxe drops it too).
+                // A duplicate READ asks again for the rest of the original from its PSN on:
+                // the same R_Key, address and end (see `same_read`). Any other RETH is not a
+                // retransmission and gets no data.
                 if res.kind == OpKind::Read && !self.same_read(st, slot, next, pkt.headers.reth) {
                     self.dev.tx.stats.inc(Counter::RxDrop);
                     return;
