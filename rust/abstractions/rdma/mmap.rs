@@ -256,9 +256,8 @@ impl MmapEntry {
 
 impl Drop for MmapEntry {
     fn drop(&mut self) {
-        // SAFETY: inserted and not removed (type invariant); the context is live (contract of
-        // `insert`). ib_core calls `mmap_free` once no `mmap` call holds the entry (a
-        // process's mapping holds page references, not the entry: module doc).
+        // SAFETY: inserted and not removed (type invariant); the context is live (`insert`'s
+        // contract). ib_core frees the entry once no `mmap` call holds it (module doc).
         unsafe { bindings::rdma_user_mmap_entry_remove(self.entry.as_ptr().cast()) };
     }
 }
