@@ -377,7 +377,8 @@ static void random_sges(struct worker *w, struct ibv_sge *sge, int n)
 static void do_send(struct worker *w)
 {
 	struct ibv_qp *qp = pick(w, (void **)w->qp);
-	struct ibv_sge sge[64];
+	/* An SGE list per WR: an inline WR's list must stay ours until the post. */
+	struct ibv_sge sges[4][64];
 	struct ibv_send_wr wr[4], *bad;
 	int nwr = 1 + rn(w, 4);
 
@@ -386,6 +387,7 @@ static void do_send(struct worker *w)
 	memset(wr, 0, sizeof(wr));
 	for (int k = 0; k < nwr; k++) {
 		int nsge = rn(w, 4) ? rn(w, 4) : rn(w, 65);
+		struct ibv_sge *sge = sges[k];
 
 		if (nsge > 64)
 			nsge = 64;
