@@ -304,6 +304,17 @@ pub(crate) struct SendEntry {
     pub(crate) inline: KVec<u8>,
 }
 
+impl SendEntry {
+    /// The bytes the WQE's data covers: its inline bytes, or the sum of its SGEs' lengths.
+    pub(crate) fn data_len(&self) -> u64 {
+        if self.wqe.flags & crate::uapi::queue::WQE_FLAG_INLINE != 0 {
+            self.inline.len() as u64
+        } else {
+            self.sges.iter().map(|s| u64::from(s.length)).sum()
+        }
+    }
+}
+
 /// The SQ ring (consumer side). The kernel's indices live in the QP's locked state.
 pub(crate) struct SendRing {
     pub(crate) ring: Arc<RingBuf>,

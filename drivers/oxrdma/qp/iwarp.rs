@@ -885,6 +885,7 @@ impl QpInner {
     /// Makes operation slot `idx` of a WQE taken from the SQ (`ext`: RFC 7306 negotiated).
     fn iw_take_one(&self, st: &mut QpState, idx: usize, entry: SendEntry, ext: bool) -> bool {
         let w = entry.wqe;
+        let len = entry.data_len();
         let v = w.validate_for(
             self.caps.max_send_sge as u8,
             self.caps.max_inline_data,
@@ -903,11 +904,6 @@ impl QpInner {
             sges: entry.sges,
             inline: entry.inline,
             local_error: None,
-        };
-        let len: u64 = if w.flags & WQE_FLAG_INLINE != 0 {
-            op.inline.len() as u64
-        } else {
-            op.sges.iter().map(|s| u64::from(s.length)).sum()
         };
         match (v.map(|v| v.opcode), u32::try_from(len)) {
             // An RDMA WRITE with immediate needs RFC 7306 (both sides speak it).

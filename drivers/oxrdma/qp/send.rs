@@ -698,12 +698,7 @@ impl QpInner {
 
 /// The bytes a send WQE moves (8 for an ATOMIC), or `None` beyond the largest message.
 fn message_len(kind: OpKind, e: &SendEntry) -> Option<u32> {
-    let len: u64 = if e.wqe.flags & WQE_FLAG_INLINE != 0 {
-        e.inline.len() as u64
-    } else {
-        e.sges.iter().map(|s| u64::from(s.length)).sum()
-    };
-    match (kind, u32::try_from(len)) {
+    match (kind, u32::try_from(e.data_len())) {
         (OpKind::Atomic, _) => Some(8),
         (_, Ok(l)) if l <= crate::device::limits::MAX_MSG_SZ => Some(l),
         _ => None,
