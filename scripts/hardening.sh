@@ -9,7 +9,8 @@
 #                                         calls per thread (default 50000; VERBS_SEED)
 #   scripts/hardening.sh VARIANT soak     tests/vm/soak-mixed.sh for SOAK_MINUTES (default 30)
 #   scripts/hardening.sh VARIANT faults   tests/vm/dev-faults.sh, every fault of device creation
-#                                         (check sweeps every 13th after the first 200)
+#                                         (check sweeps every 13th after the first 200), then
+#                                         tests/vm/soak-faults.sh for FAULTS_MINUTES (default 10)
 #
 # (make fuzz, make soak, make faults; DEBUG=1 for the debug kernel, where these runs count.)
 # Logs in out/<run>/. Prints the tests' figures and ends in "N passed, N failed".
@@ -18,12 +19,14 @@ set -uo pipefail
 variant=$1 what=$2
 cd "$OX_ROOT"
 packets=${FUZZ_PACKETS:-1000000} calls=${VERBS_CALLS:-50000} minutes=${SOAK_MINUTES:-30}
+fminutes=${FAULTS_MINUTES:-10}
 # Each run: TEST SECONDS [VAR=VALUE...], one per line.
 case $what in
 fuzz) runs="roce-fuzz-peer $((1800 + packets / 100)) FUZZ_PACKETS=$packets ${FUZZ_SEED:+FUZZ_SEED=$FUZZ_SEED}
 roce-hostile-verbs $((1800 + calls / 10)) VERBS_CALLS=$calls ${VERBS_SEED:+VERBS_SEED=$VERBS_SEED}";;
 soak) runs="soak-mixed $((1200 + minutes * 60)) SOAK_MINUTES=$minutes";;
-faults) runs="dev-faults 7200 FAULTS_STRIDE=1";;
+faults) runs="dev-faults 12600 FAULTS_STRIDE=1 FAULTS_TIMEOUT=12000
+soak-faults $((1200 + fminutes * 60)) SOAK_MINUTES=$fminutes";;
 *)
 	echo "usage: $0 VARIANT fuzz|soak|faults" >&2
 	exit 2;;

@@ -36,7 +36,8 @@ bin=$OX_TMP/faults
 OX_CMD_TIMEOUT=300 expect_ok gcc -O2 -Wall -o "$bin" "$OX_ROOT/tests/vm/faults/faults.c" -libverbs
 
 export FAULTS_STRIDE=${FAULTS_STRIDE:-13}
-OX_CMD_TIMEOUT=3000 capture "$bin" oxa_r "$GID_A" oxb_r "$GID_B" "$VETH_A"
+# FAULTS_TIMEOUT: every fault on the debug kernel takes more than an hour.
+OX_CMD_TIMEOUT=${FAULTS_TIMEOUT:-3000} capture "$bin" oxa_r "$GID_A" oxb_r "$GID_B" "$VETH_A"
 info "$(tr '\n' ';' <<<"$EXPECT_OUT")"
 [ "$EXPECT_RC" = 0 ] || fail "faults exit status $EXPECT_RC"
 for op in link_add open_device alloc_pd reg_mr create_cq create_srq create_qp_rc create_qp_ud \

@@ -19,11 +19,17 @@
 # unreclaimable slab no larger at the end than after the first round (within 4 MiB), and the
 # module unloads; the harness fails the test on any splat. Prints the runs, the bytes
 # verified and the memory per minute.
+# SOAK_FAULTS=P (tests/vm/soak-faults.sh): socket buffer allocations fail too, anywhere
+# (softirq too: requests, ACKs, READ responses, TCP segments), with probability P % (failslab
+# on the skb slab caches), during the whole soak. A run may then end in an error; never with
+# a wrong byte or by its timeout. Afterwards, with no faults, a run of each kind must succeed
+# at once.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
 
 minutes=${SOAK_MINUTES:-3}
+faults=${SOAK_FAULTS:-0}
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
 oxroce_pair
 rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
@@ -65,13 +71,57 @@ last_ack_lost() {
 	((((una - last) & 0xffffff) < 8 && sent == ((last + 8) & 0xffffff)))
 }
 
+fs=/sys/kernel/debug/failslab
+skb_caches=()
+fault_budget=1000000000
+
+# faults_on: failslab fails SOAK_FAULTS % of the allocations from the socket buffer caches,
+# in any context. (A task filter would miss softirq, and the runs' processes' own failures
+# break the VM's 9p root.)
+faults_on() {
+	local c
+	[ -d "$fs" ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null || true
+	[ -d "$fs" ] || fail "SOAK_FAULTS: no $fs (CONFIG_FAILSLAB, CONFIG_FAULT_INJECTION_DEBUG_FS)"
+	for c in skbuff_head_cache skbuff_small_head skbuff_fclone_cache; do
+		echo 1 2>/dev/null >"/sys/kernel/slab/$c/failslab" && skb_caches+=("$c")
+	done
+	((${#skb_caches[@]} == 3)) ||
+		fail "SOAK_FAULTS: failslab switches for ${skb_caches[*]:-no cache} only (SLUB_TINY, merged caches?)"
+	echo 1 >"$fs/interval"
+	echo 0 >"$fs/space"
+	echo 0 >"$fs/verbose"
+	echo N >"$fs/ignore-gfp-wait"
+	echo N >"$fs/task-filter"
+	echo Y >"$fs/cache-filter"
+	echo "$fault_budget" >"$fs/times"
+	echo "$faults" >"$fs/probability"
+	info "SOAK_FAULTS: $faults % of the allocations from ${skb_caches[*]} fail"
+}
+
+faults_off() {
+	local c
+	echo 0 >"$fs/probability"
+	for c in "${skb_caches[@]}"; do echo 0 >"/sys/kernel/slab/$c/failslab"; done
+	info "SOAK_FAULTS: $((fault_budget - $(<"$fs/times"))) allocations failed"
+}
+
+# server_done PID CLIENT_STATUS: under SOAK_FAULTS, a server whose client failed (an allocation
+# failure may come before it ever connects) gets 20 s, not its whole timeout.
+server_done() {
+	if ((faults)) && [ "$2" != 0 ] && ! wait_until 20 _ox_exited "$1"; then
+		kill -TERM "$1" 2>/dev/null || true
+	fi
+}
+
 # run_one KIND N: one run of KIND; its output in $log/KIND.N; status 0 when it checked out.
 run_one() {
 	local kind=$1 n=$2 out=$log/$1.$2 spid src=0 crc=0
 	case $kind in
 	integrity)
-		timeout 300 /usr/bin/python3 "$integrity" oxa_r "$GID_A" oxb_r "$GID_B" 1 >"$out" 2>&1 &&
-			grep -q "^integrity: $((3 * 1048576)) bytes checked$" "$out"
+		timeout 300 /usr/bin/python3 "$integrity" oxa_r "$GID_A" oxb_r "$GID_B" 1 >"$out" 2>&1 ||
+			crc=$?
+		echo "exit $crc" >>"$out"
+		[ "$crc" = 0 ] && grep -q "^integrity: $((3 * 1048576)) bytes checked$" "$out"
 		return;;
 	pingpong)
 		timeout 180 ip netns exec "$NS_B" ibv_rc_pingpong -d oxb_r -g "$GID_B" -p 18600 \
@@ -80,8 +130,10 @@ run_one() {
 		wait_until 30 listening "$NS_B" 18600 || true
 		timeout 180 ip netns exec "$NS_A" ibv_rc_pingpong -d oxa_r -g "$GID_A" -p 18600 \
 			-s 8192 -n 200 -c "$NS_B_IP4" >"$out.client" 2>&1 || crc=$?
+		server_done "$spid" "$crc"
 		wait "$spid" || src=$?
 		cat "$out.client" "$out.server" >"$out"
+		echo "client exit $crc, server exit $src" >>"$out"
 		if [ "$crc" = 0 ] && [ "$src" = 0 ]; then
 			[ "$(grep -c '^200 iters in' "$out")" = 2 ]
 		elif { [ "$crc" = 0 ] && last_ack_lost "$out.client" "$out.server"; } ||
@@ -114,6 +166,7 @@ run_one() {
 				[ "$(grep -c 'ping data: rdma-ping-' "$out.server")" = 20 ] || return 1
 			return 2
 		fi
+		server_done "$spid" "$crc"
 		wait "$spid" || src=$?
 		# rping's server may exit 255 on its own teardown race (see run_pair in lib.sh);
 		# its pings are checked all the same.
@@ -130,7 +183,16 @@ run_one() {
 	return 1
 }
 
-# loop KIND END: runs of KIND until END (epoch seconds); "ok N" or "FAILED N" lines.
+# wrong KIND N: run N of KIND failed in a way no error of the network or of an allocation
+# excuses: bytes wrong, or a process that never ended (killed by its timeout: exit 124; a
+# server is let off when its client failed).
+wrong() {
+	grep -qE "^exit 124|client exit 124|differs|byte_len|immediate flag|returned|did not|completions after|invalid data|mismatch|bogus" \
+		"$log/$1.$2"
+}
+
+# loop KIND END: runs of KIND until END (epoch seconds); "ok N", "FAILED N" lines (and, under
+# SOAK_FAULTS, "ERROR N" for a run that ended in an error without a wrong byte).
 loop() {
 	local kind=$1 end=$2 n=0 rc
 	while (($(date +%s) < end)); do
@@ -141,6 +203,8 @@ loop() {
 			echo "ok $n"
 		elif [ "$rc" = 2 ]; then
 			echo "HUNG $n"
+		elif ((faults)) && ! wrong "$kind" "$n"; then
+			echo "ERROR $n"
 		else
 			echo "FAILED $n"
 			rdma statistic show >>"$log/$kind.$n"
@@ -159,6 +223,7 @@ done
 sync; echo 3 >/proc/sys/vm/drop_caches
 slab0=$(unreclaimable_kib)
 
+((faults == 0)) || faults_on
 end=$(($(date +%s) + minutes * 60))
 pids=()
 for k in "${kinds[@]}"; do
@@ -177,13 +242,25 @@ failed=0
 for k in "${kinds[@]}"; do
 	ok=$(grep -c '^ok' "$log/$k" || true)
 	ko=$(grep -c '^FAILED' "$log/$k" || true)
-	info "$k: $ok runs ok, $ko failed"
+	err=$(grep -c '^ERROR' "$log/$k" || true)
+	info "$k: $ok runs ok, $ko failed$( ((faults == 0)) || echo ", $err ended in an error")"
 	for n in $(awk '$1 == "FAILED" {print $2}' "$log/$k" | head -3); do
 		_ox_show "$k run $n" "$(grep -v 'ping data: rdma-ping-' "$log/$k.$n" | tail -24)"
 	done
-	((ok > 0)) || fail "$k: no run completed in $minutes min"
+	((ok > 0 || faults > 0)) || fail "$k: no run completed in $minutes min"
 	failed=$((failed + ko))
 done
+if ((faults)); then
+	faults_off
+	# Allocations may fail no more: each kind works again at once.
+	for k in "${kinds[@]}"; do
+		rc=0
+		run_one "$k" after || rc=$?
+		[ "$rc" = 0 ] || [ "$rc" = 2 ] ||
+			{ _ox_show "$k, after the faults" "$(<"$log/$k.after")"; fail "$k: failed after the faults"; }
+	done
+	info "after the faults: a run of each kind ok"
+fi
 hung=$(grep -c '^HUNG' "$log/rping" 2>/dev/null || true)
 if ((${hung:-0} > 0)); then
 	info "rping: $hung runs met the open bug (client done, both sides' pings verified, the" \
