@@ -42,7 +42,7 @@ while read -r test limit vars; do
 		env $vars bash "$OX_ROOT/tests/vm/$test.sh" >"$logs/$test.log" 2>&1 </dev/null
 	rc=$?
 	grep -E '^\[ *[0-9.]+\] ' "$logs/$test.log" |
-		grep -E 'fuzz:|verbs-fuzz|soak:|faults:|counters|slab|integrity runs|runs ok|op [a-z_]+ runs' |
+		grep -E 'fuzz:|verbs-fuzz|uverbs-raw|soak:|faults:|SOAK_FAULTS|counters|slab|integrity runs|runs ok|op [a-z_]+ runs' |
 		sed 's/^/  /'
 	if [ $rc = 0 ]; then
 		passed=$((passed + 1))

@@ -48,7 +48,7 @@ info "seed $seed: $(tr '\n' ';' <<<"$EXPECT_OUT")"
 expect_match "$EXPECT_OUT" "^verbs-fuzz: [0-9]+ calls" "the fuzzer's summary"
 rrc=0
 wait "$rawpid" || rrc=$?
-info "uverbs-raw: $(tr '\n' ';' <"$OX_TMP/raw.out")"
+info "$(tr '\n' ';' <"$OX_TMP/raw.out")"
 [ "$rrc" = 0 ] || fail "uverbs-raw exit status $rrc$(_ox_rc_note "$rrc")"
 expect_match "$(<"$OX_TMP/raw.out")" "^uverbs-raw: [0-9]+ calls" "the raw fuzzer's summary"
 
