@@ -159,6 +159,11 @@ run_one() {
 				ip netns exec "$NS_B" ss -tanoi "sport = :7180 or dport = :7180"
 				rdma res show cm_id
 				rdma res show qp link oxb_i/1
+				# Where the server waits: for an rdma_cm event, or for its CQ thread.
+				local t
+				for t in /proc/$(pgrep -P "$spid" | head -1)/task/*; do
+					echo "server thread $(<"$t/comm"): $(<"$t/wchan")"
+				done
 			} >"$out.hang" 2>&1
 			kill -TERM "$spid" 2>/dev/null || true
 			wait "$spid" || true
