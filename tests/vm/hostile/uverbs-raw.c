@@ -38,6 +38,9 @@
 #define SLOTS 32
 #define BUF_LEN (1024 * 1024)
 #define OUT_LEN (64 * 1024)
+/* No response is this long: the bytes after it must stay as they were. */
+#define RESP_MAX 1024
+#define CANARY 0xa5
 #define EX IB_USER_VERBS_CMD_FLAG_EXTENDED
 
 enum kind { K_NONE, K_PD, K_AH, K_MR, K_MW, K_CQ, K_QP, K_SRQ, K_CHAN, K_NR };
@@ -443,7 +446,7 @@ static void one(struct worker *w)
 	struct ib_uverbs_cmd_hdr *hdr = (void *)msg;
 	ssize_t ret;
 
-	memset(w->out, 0, 64);
+	memset(w->out, 0, RESP_MAX);
 	for (size_t k = 0; k < c->req / 4; k++)
 		((uint32_t *)req)[k] = rn(w, 2) || plausible ? 0 : word(w);
 	for (int k = 0; k < 4 && c->h[k].kind; k++)
@@ -464,7 +467,8 @@ static void one(struct worker *w)
 		resp = 0xffffffff81000000ull;
 		break;
 	case 3:
-		resp_len = resp_len ? resp_len - 8 : 0;
+		/* 8 bytes short (never wrapping: the kernel clears what it is given). */
+		resp_len = resp_len >= 8 ? resp_len - 8 : 0;
 		break;
 	}
 	if (!c->has_resp && !ex) {
@@ -492,6 +496,12 @@ static void one(struct worker *w)
 	w->n[i]++;
 	w->calls++;
 	ret = write(fd, msg, head + c->req + trail + drv_in);
+	for (size_t k = RESP_MAX; k < 2 * RESP_MAX; k++)
+		if ((unsigned char)w->out[k] != CANARY) {
+			printf("uverbs-raw: %s wrote past its response (at %zu; %zu + %zu asked)\n",
+			       c->name, k, resp_len, drv_out);
+			exit(1);
+		}
 	if (ret < 0) {
 		w->refused[i]++;
 		w->unsupported[i] += errno == EOPNOTSUPP;
@@ -559,8 +569,15 @@ int main(int argc, char **argv)
 	fd = ctx->cmd_fd;
 	for (int t = 0; t < threads; t++) {
 		ws[t].seed = (unsigned int)atol(argv[4]) * 7919 + t;
-		ws[t].out = malloc(OUT_LEN);
-		if (!ws[t].out || pthread_create(&tids[t], NULL, run, &ws[t])) {
+		/* Response buffers out of the heap, with a guard page after each. */
+		ws[t].out = mmap(NULL, OUT_LEN + 4096, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (ws[t].out == MAP_FAILED || mprotect(ws[t].out + OUT_LEN, 4096, PROT_NONE)) {
+			fprintf(stderr, "uverbs-raw: no memory\n");
+			return 2;
+		}
+		memset(ws[t].out + RESP_MAX, CANARY, OUT_LEN - RESP_MAX);
+		if (pthread_create(&tids[t], NULL, run, &ws[t])) {
 			fprintf(stderr, "uverbs-raw: no thread\n");
 			return 2;
 		}
