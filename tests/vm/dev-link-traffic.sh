@@ -14,10 +14,13 @@ set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
 
-oxroce_pair
+ns_pair
+use_provider
 modprobe rdma_ucm || fail "modprobe rdma_ucm"
+# rdma_cm (rping) binds an address to the first registered device that has it.
 rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
 rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
+oxroce_devices
 
 # carries_on PORT WHAT: the writer on PORT still runs and moves data.
 carries_on() {
@@ -88,6 +91,8 @@ ip netns exec "$NS_B" rping -p 7175 -s -a "$NS_B_IP4" -V -C 100000 -S 4000 \
 server=$!
 cm_listens() { rdma res show cm_id 2>/dev/null | grep -qE "state LISTEN.*:7175( |\$)"; }
 wait_until 30 cm_listens || fail "rping did not listen"
+on=$(cm_listener_dev 7175)
+[ "$on" = oxb_i/1 ] || fail "rping's server listens on ${on:-no device}, not on oxb_i/1"
 ip netns exec "$NS_A" rping -p 7175 -c -a "$NS_B_IP4" -V -C 100000 -S 4000 \
 	>"$OX_TMP/rping.client" 2>&1 &
 client=$!

@@ -642,6 +642,15 @@ run_pair() {
 	info "run_pair: both succeeded in $(_ox_fmt_s $((_OX_NOW - t0))) s (client attempts: $attempt)"
 }
 
+# cm_listener_dev PORT: the device and port ("oxb_i/1") of the rdma_cm listener on PORT.
+# rdma_cm binds an address to the first registered device that has it: where an oxroce and an
+# oxiwarp device share a netdev, the one made first carries the connections.
+cm_listener_dev() {
+	rdma res show cm_id 2>/dev/null |
+		awk -v port="$1" '$1 == "link" && / state LISTEN / && $0 ~ ("src-addr [^ ]*:" port "( |$)") {
+			print $2; exit }'
+}
+
 # cm_pair SERVER-NS CLIENT-NS PORT LIMIT SERVER-CMD... -- CLIENT-CMD...: the client starts
 # once the server listens on rdma_cm port PORT.
 cm_pair() {
@@ -801,6 +810,11 @@ ipv4_gid() {
 oxroce_pair() {
 	ns_pair
 	use_provider
+	oxroce_devices
+}
+
+# oxroce_devices: oxroce_pair's devices, on the ends of an existing ns_pair.
+oxroce_devices() {
 	rdma_link_add -n "$NS_A" oxa_r oxroce "$NS_A_DEV"
 	rdma_link_add -n "$NS_B" oxb_r oxroce "$NS_B_DEV"
 	GID_A=$(roce_gid_index oxa_r "$(ipv4_gid "$NS_A_IP4")") || fail "no RoCE v2 IPv4 GID on oxa_r"
