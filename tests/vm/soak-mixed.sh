@@ -14,11 +14,11 @@
 # all 200 iterations, and the driver logged the failing QP's retries as exhausted with only
 # its 200th message unacknowledged. rdma_cm binds an address to the first registered device
 # that has it, so the oxiwarp devices are made before the oxroce ones, and every rping run
-# checks that its server listens on oxb_i. An rping server that has not ended 60 s after its
-# client fails the run, with the connection's state recorded. Outcome also: the kernel's
-# unreclaimable slab no larger at the end than after the first round (within 4 MiB), and the
-# module unloads; the harness fails the test on any splat. Prints the runs, the bytes
-# verified and the memory per minute.
+# checks that its server listens on oxb_i. An rping server that has not ended 60 s (under
+# SOAK_FAULTS 120 s) after its client fails the run, with the connection's state recorded.
+# Outcome also: the kernel's unreclaimable slab no larger at the end than after the first
+# round (within 4 MiB), and the module unloads; the harness fails the test on any splat.
+# Prints the runs, the bytes verified and the memory per minute.
 # SOAK_FAULTS=P (tests/vm/soak-faults.sh): socket buffer allocations fail too, anywhere
 # (softirq too: requests, ACKs, READ responses, TCP segments), with probability P % (failslab
 # on the skb slab caches), during the whole soak. A run may then end in an error; never with
@@ -50,10 +50,9 @@ log=$OX_TMP/soak
 mkdir -p "$log"
 integrity=$OX_ROOT/tests/vm/integrity/integrity.py
 
-# listening NS PORT: a TCP or rdma_cm listener on PORT in NS.
+# listening NS PORT: a TCP listener on PORT in NS.
 listening() {
-	[ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null)" ] ||
-		rdma res show cm_id 2>/dev/null | grep -qE "state LISTEN.*src-addr [^ ]*:$2( |\$)"
+	[ -n "$(ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null)" ]
 }
 
 # client_over PID OUT: rping's client has ended, or said that its connect failed.
@@ -161,9 +160,8 @@ run_one() {
 		timeout 180 ip netns exec "$NS_B" rping -s -a "$NS_B_IP4" -p 7180 -v -C 20 -S 4000 \
 			>"$out.server" 2>&1 &
 		spid=$!
-		wait_until 30 listening "$NS_B" 7180 || true
 		local on=
-		wait_until 10 rping_dev || true
+		wait_until 30 rping_dev || true
 		if [ "${on%/*}" != oxb_i ]; then
 			echo "rping's server listens on ${on:-no device}, not on oxb_i" >"$out"
 			kill -TERM "$spid" 2>/dev/null || true
@@ -202,8 +200,7 @@ run_one() {
 				for t in /proc/$(pgrep -P "$spid" | head -1)/task/*; do
 					echo "server thread $(<"$t/comm"): $(<"$t/wchan")"
 				done
-			} >"$out.hang" 2>&1
-			cat "$out.hang" >>"$out"
+			} >>"$out" 2>&1
 			kill -TERM "$spid" 2>/dev/null || true
 			wait "$spid" || true
 			return 1
