@@ -33,6 +33,7 @@ pub mod uapi {
 pub mod wire {
     pub mod crc32;
     pub mod crc32c;
+    mod crcfold;
     pub mod grh;
     pub mod headers;
     pub mod icrc;

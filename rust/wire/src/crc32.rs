@@ -9,11 +9,15 @@
 //! This module is only the plain CRC; which header fields the ICRC masks
 //! before hashing is handled elsewhere.
 //!
-//! The implementation is table driven ("slicing-by-8", 8 KiB of tables) and
-//! the tables are computed at compile time by a `const fn`.
+//! Messages of 128 bytes or more are swept by a sparse multiple of the
+//! polynomial (shifts and XORs, no tables: [`crcfold`]); the rest, and the
+//! sweep's last bytes, by tables ("slicing-by-8", 8 KiB of tables computed at
+//! compile time by a `const fn`).
 //!
 //! This file is self-contained: it is compiled both as a module of the
 //! `oxrdma-wire` crate and, via `#[path]`, as a module of the kernel crate.
+
+use super::crcfold::{self, SparseMultiple};
 
 /// Reflected IEEE CRC-32 polynomial.
 const POLY: u32 = 0xEDB8_8320;
@@ -55,8 +59,8 @@ const fn make_tables(poly: u32) -> [[u32; 256]; 8] {
     tables
 }
 
-/// Advances the raw (not inverted) CRC register `crc` over `data`.
-fn update_raw(mut crc: u32, data: &[u8]) -> u32 {
+/// Advances the raw (not inverted) CRC register `crc` over `data`, by tables.
+fn update_tables(mut crc: u32, data: &[u8]) -> u32 {
     let t = &TABLES;
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
@@ -75,6 +79,22 @@ fn update_raw(mut crc: u32, data: &[u8]) -> u32 {
         crc = (crc >> 8) ^ t[0][((crc ^ u32::from(b)) & 0xFF) as usize];
     }
     crc
+}
+
+/// The generator divides `x^300 + x^155 + x^117 + x^89 + 1` (a sparse multiple: [`crcfold`]).
+struct Ieee;
+
+impl SparseMultiple for Ieee {
+    const DISTANCES: &'static [u32] = &[145, 183, 211, 300];
+
+    fn tail(state: u32, data: &[u8]) -> u32 {
+        update_tables(state, data)
+    }
+}
+
+/// Advances the raw (not inverted) CRC register `crc` over `data`.
+fn update_raw(crc: u32, data: &[u8]) -> u32 {
+    crcfold::update::<Ieee>(crc, data)
 }
 
 /// Streaming IEEE CRC-32 hasher.
@@ -221,6 +241,50 @@ mod tests {
     #[test]
     fn default_is_new() {
         assert_eq!(Crc32::default(), Crc32::new());
+    }
+
+    #[test]
+    fn sparse_multiple_is_a_multiple() {
+        // The multiple's terms, highest first, reduced modulo the (normal form) generator
+        // a bit at a time, as u128 words of a 512-bit polynomial.
+        let mut p = [0u128; 4];
+        for t in [300, 155, 117, 89, 0] {
+            p[t / 128] ^= 1 << (t % 128);
+        }
+        let g = (1u128 << 32) | 0x04C1_1DB7;
+        for deg in (32..512).rev() {
+            if p[deg / 128] >> (deg % 128) & 1 == 1 {
+                let shift = deg - 32;
+                let (w, s) = (shift / 128, shift % 128);
+                p[w] ^= g << s;
+                if s > 95 {
+                    p[w + 1] ^= g >> (128 - s);
+                }
+            }
+        }
+        assert_eq!(p, [0; 4]);
+    }
+
+    #[test]
+    fn sweep_matches_tables_at_every_length() {
+        let mut buf = [0u8; 1100];
+        let mut x = 0x1234_5679u32;
+        for b in buf.iter_mut() {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            *b = (x >> 16) as u8;
+        }
+        for state in [0, !0, 0x8000_0001, x] {
+            for start in [0, 3] {
+                for end in start..buf.len() {
+                    let data = &buf[start..end];
+                    assert_eq!(
+                        update_raw(state, data),
+                        update_tables(state, data),
+                        "{state:#x} {start}..{end}"
+                    );
+                }
+            }
+        }
     }
 
     proptest! {

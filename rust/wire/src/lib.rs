@@ -25,6 +25,7 @@
 
 pub mod crc32;
 pub mod crc32c;
+mod crcfold;
 pub mod grh;
 pub mod headers;
 pub mod icrc;

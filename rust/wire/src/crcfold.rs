@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A table-free bulk pass for the reflected CRC-32 family, by sparse multiples of the
+//! generator.
+//!
+//! A CRC register depends on the message only modulo the generator `G`. If `P = x^N +
+//! x^k1 + ... + x^kj + 1` is a multiple of `G` with few terms, adding `x^e * P` to the
+//! message changes nothing modulo `G`; choosing `e` so that `x^e * x^N` is a message bit
+//! that is set clears that bit and flips the bits `N - k1`, ..., `N - kj` and `N` positions
+//! later in the stream. Done for a whole 64-bit word at once (when every such distance is
+//! at least 64, the word's own bits are not flipped), the word becomes zero and its value
+//! moves forward as a few shifts and XORs into the words that follow. Sweeping the message
+//! from its start leaves zeros followed by a tail of about `N` bits, whose register a table
+//! computes. Under a CPU emulator every table lookup is an emulated memory access, where a
+//! shift or an XOR is one host instruction; on real hardware the kernel's carry-less
+//! multiplication or CRC instruction is faster than either.
+//!
+//! The register's initial value is the same as an XOR into the message's first four bytes
+//! (the register's update does exactly that), and leading zero bits leave a zero register
+//! unchanged: so the register after the message is the table's register, from zero, after
+//! the tail.
+//!
+//! This file is self-contained: it is compiled both as a module of the `oxrdma-wire` crate
+//! and, via `#[path]`, as a module of the kernel crate.
+
+/// Words (64 bits) swept as a block; a word's value moves less than `WINDOW - 1` words
+/// forward (every distance of a [`SparseMultiple`] is below `64 * (WINDOW - 1)`).
+const WINDOW: usize = 8;
+
+/// A CRC whose generator divides a sparse polynomial.
+pub(crate) trait SparseMultiple {
+    /// For the multiple `x^N + x^k1 + ... + x^kj + 1`: the distances `N - k1`, ..., `N -
+    /// kj`, `N`, in bits; each at least 64 and below `64 * (WINDOW - 1)`.
+    const DISTANCES: &'static [u32];
+
+    /// The largest distance (checked against the window when the CRC is used).
+    const MAX_DISTANCE: usize = max_distance(Self::DISTANCES);
+
+    /// The raw register after `data` from `state`, by any other method (tables).
+    fn tail(state: u32, data: &[u8]) -> u32;
+}
+
+/// Messages shorter than this many bytes are left to [`SparseMultiple::tail`] whole: the
+/// sweep must clear a block to pay for assembling the tail. At least one block of any
+/// message this long is swept (`8 * MIN_LEN >= 64 * (2 * WINDOW - 1)`).
+pub(crate) const MIN_LEN: usize = 128;
+
+/// The largest of `distances`, which must all be in the window.
+const fn max_distance(distances: &[u32]) -> usize {
+    let mut max = 0;
+    let mut i = 0;
+    while i < distances.len() {
+        let d = distances[i] as usize;
+        assert!(d >= 64 && d < 64 * (WINDOW - 1));
+        if d > max {
+            max = d;
+        }
+        i += 1;
+    }
+    max
+}
+
+/// The raw (not inverted) register after `data` from `state`, for the CRC `S`.
+#[inline(always)]
+pub(crate) fn update<S: SparseMultiple>(state: u32, data: &[u8]) -> u32 {
+    if data.len() < MIN_LEN {
+        return S::tail(state, data);
+    }
+    // Word `q` may be swept when everything it moves lands inside the message
+    // (64 * q + 63 + MAX_DISTANCE < 8 * len); whole blocks of WINDOW words are.
+    let sweepable = (8 * data.len() - S::MAX_DISTANCE - 64) / 64 + 1;
+    let blocks = sweepable / WINDOW;
+    // `pending[q % WINDOW]`: what earlier words moved into word `q`, for the words after
+    // the current one. Indexed by constants only (the block is unrolled), it stays in
+    // registers.
+    let mut pending = [0u64; WINDOW];
+    pending[0] = u64::from(state);
+    for block in data.chunks_exact(8 * WINDOW).take(blocks) {
+        sweep_word::<S, 0>(&mut pending, block);
+        sweep_word::<S, 1>(&mut pending, block);
+        sweep_word::<S, 2>(&mut pending, block);
+        sweep_word::<S, 3>(&mut pending, block);
+        sweep_word::<S, 4>(&mut pending, block);
+        sweep_word::<S, 5>(&mut pending, block);
+        sweep_word::<S, 6>(&mut pending, block);
+        sweep_word::<S, 7>(&mut pending, block);
+    }
+    // The tail: the bytes after the swept blocks, with what was moved into them (the
+    // first word of the tail is a block's first: `pending` is in order).
+    let rest = &data[8 * WINDOW * blocks..];
+    let mut tail = [0u8; 16 * WINDOW];
+    tail[..rest.len()].copy_from_slice(rest);
+    for (chunk, p) in tail.chunks_exact_mut(8).zip(pending) {
+        for (b, m) in chunk.iter_mut().zip(p.to_le_bytes()) {
+            *b ^= m;
+        }
+    }
+    S::tail(0, &tail[..rest.len()])
+}
+
+/// Clears word `J` of `block` (WINDOW words): its value, with what was moved into it, moves
+/// to the words at each distance.
+#[inline(always)]
+fn sweep_word<S: SparseMultiple, const J: usize>(pending: &mut [u64; WINDOW], block: &[u8]) {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&block[8 * J..8 * J + 8]);
+    let v = u64::from_le_bytes(bytes) ^ pending[J];
+    pending[J] = 0;
+    for &d in S::DISTANCES {
+        let (at, shift) = (J + (d / 64) as usize, d % 64);
+        pending[at % WINDOW] ^= v << shift;
+        if shift != 0 {
+            pending[(at + 1) % WINDOW] ^= v >> (64 - shift);
+        }
+    }
+}
