@@ -244,47 +244,9 @@ mod tests {
     }
 
     #[test]
-    fn sparse_multiple_is_a_multiple() {
-        // The multiple's terms, highest first, reduced modulo the (normal form) generator
-        // a bit at a time, as u128 words of a 512-bit polynomial.
-        let mut p = [0u128; 4];
-        for t in [300, 155, 117, 89, 0] {
-            p[t / 128] ^= 1 << (t % 128);
-        }
-        let g = (1u128 << 32) | 0x04C1_1DB7;
-        for deg in (32..512).rev() {
-            if p[deg / 128] >> (deg % 128) & 1 == 1 {
-                let shift = deg - 32;
-                let (w, s) = (shift / 128, shift % 128);
-                p[w] ^= g << s;
-                if s > 95 {
-                    p[w + 1] ^= g >> (128 - s);
-                }
-            }
-        }
-        assert_eq!(p, [0; 4]);
-    }
-
-    #[test]
-    fn sweep_matches_tables_at_every_length() {
-        let mut buf = [0u8; 1100];
-        let mut x = 0x1234_5679u32;
-        for b in buf.iter_mut() {
-            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-            *b = (x >> 16) as u8;
-        }
-        for state in [0, !0, 0x8000_0001, x] {
-            for start in [0, 3] {
-                for end in start..buf.len() {
-                    let data = &buf[start..end];
-                    assert_eq!(
-                        update_raw(state, data),
-                        update_tables(state, data),
-                        "{state:#x} {start}..{end}"
-                    );
-                }
-            }
-        }
+    fn sparse_multiple() {
+        crcfold::tests::check_multiple::<Ieee>(0x04C1_1DB7);
+        crcfold::tests::check_sweep::<Ieee>();
     }
 
     proptest! {

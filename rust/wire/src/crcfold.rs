@@ -114,3 +114,56 @@ fn sweep_word<S: SparseMultiple, const J: usize>(pending: &mut [u64; WINDOW], bl
         }
     }
 }
+
+/// Checks for the tests of each CRC.
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The multiple whose distances `S` gives, reduced a bit at a time by the generator
+    /// `x^32 + generator` (normal form), leaves nothing.
+    pub(crate) fn check_multiple<S: SparseMultiple>(generator: u32) {
+        // A polynomial of degree below 512 as four u128 words.
+        let top = S::MAX_DISTANCE;
+        let mut p = [0u128; 4];
+        p[top / 128] ^= 1 << (top % 128);
+        for &d in S::DISTANCES {
+            let t = top - d as usize;
+            p[t / 128] ^= 1 << (t % 128);
+        }
+        let g = (1u128 << 32) | u128::from(generator);
+        for deg in (32..512).rev() {
+            if p[deg / 128] >> (deg % 128) & 1 == 1 {
+                let (w, s) = ((deg - 32) / 128, (deg - 32) % 128);
+                p[w] ^= g << s;
+                if s > 95 {
+                    p[w + 1] ^= g >> (128 - s);
+                }
+            }
+        }
+        assert_eq!(p, [0; 4]);
+    }
+
+    /// The sweep gives the tables' register at every length from 0 to 1100 bytes, at two
+    /// alignments, from four initial registers.
+    pub(crate) fn check_sweep<S: SparseMultiple>() {
+        let mut buf = [0u8; 1100];
+        let mut x = 0x1234_5679u32;
+        for b in buf.iter_mut() {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            *b = (x >> 16) as u8;
+        }
+        for state in [0, !0, 0x8000_0001, x] {
+            for start in [0, 3] {
+                for end in start..buf.len() {
+                    let data = &buf[start..end];
+                    assert_eq!(
+                        update::<S>(state, data),
+                        S::tail(state, data),
+                        "{state:#x} {start}..{end}"
+                    );
+                }
+            }
+        }
+    }
+}
