@@ -89,7 +89,7 @@ expect_ok ip -n "$NS_A" addr add "$NS_A_IP4/24" dev "$NS_A_DEV"
 ip netns exec "$NS_B" rping -p 7175 -s -a "$NS_B_IP4" -V -C 100000 -S 4000 \
 	>"$OX_TMP/rping.server" 2>&1 &
 server=$!
-cm_listens() { rdma res show cm_id 2>/dev/null | grep -qE "state LISTEN.*:7175( |\$)"; }
+cm_listens() { [ -n "$(cm_listener_dev 7175)" ]; }
 wait_until 30 cm_listens || fail "rping did not listen"
 on=$(cm_listener_dev 7175)
 [ "$on" = oxb_i/1 ] || fail "rping's server listens on ${on:-no device}, not on oxb_i/1"

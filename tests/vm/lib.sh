@@ -508,15 +508,12 @@ link_del() {
 # True when something listens on TCP or rdma_cm port PORT (TCP: in namespace NS), or when the
 # server PID has exited (the caller checks which).
 _ox_listening() {
-	local pid=$1 port=$2 ns=$3 line
+	local pid=$1 port=$2 ns=$3
 	local -a nsx=()
 	[ -z "$ns" ] || nsx=(ip netns exec "$ns")
 	kill -0 "$pid" 2>/dev/null || return 0
 	[ -z "$("${nsx[@]}" ss -Hltn "sport = :$port" 2>/dev/null)" ] || return 0
-	while IFS= read -r line; do
-		[[ $line == *"state LISTEN"* && $line =~ src-addr\ [^\ ]*:$port(\ |$) ]] && return 0
-	done < <(rdma res show cm_id 2>/dev/null)
-	return 1
+	[ -n "$(cm_listener_dev "$port")" ]
 }
 
 _ox_exited() {
