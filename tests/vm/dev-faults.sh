@@ -4,8 +4,9 @@
 # page allocation of each operation fail (/proc/thread-self/fail-nth, allocations that may
 # sleep included), one run per fault, until a run has nothing left to fail: device creation
 # over netlink, opening the device, PD, MR, CQ, SRQ, RC and UD QPs, AH, an RC QP's way to
-# RTS, and an RDMA WRITE's doorbell. Device creation has some 3600 faults: the first 200 are
-# swept one by one, then every FAULTS_STRIDE-th (default 13; `make faults`: 1, all of them).
+# RTS, and an RDMA WRITE's doorbell. Device creation has some 3600 faults (7100 on the debug
+# kernel): the first 200 are swept one by one, then every FAULTS_STRIDE-th (default 13;
+# `make faults`: the odd ones in one VM, the even ones in another).
 # Every failed run must end in an error return or an error completion, never a hang. Then,
 # without faults, 300 fresh RC pairs each post a WRITE the moment they are connected (a WQE
 # published just as the kernel ended a run of the queue once stayed in the ring for good).

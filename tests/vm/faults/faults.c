@@ -18,8 +18,9 @@
  * moment it is connected), then "faults: N injected, H hung". FAULTS_ONLY=NAME sweeps one
  * operation; FAULTS_VERBOSE=1 prints every run; FAULTS_FIRST and FAULTS_RUNS pick the faults
  * swept (default: from the first, at most MAX_RUNS); FAULTS_STRIDE=K sweeps every Kth fault
- * after the first DENSE_RUNS (device creation has some 3600). Exits 1 on a hang or a
- * failure the process cannot explain (a failed call without errno), 2 if setup fails.
+ * after the first DENSE_RUNS (device creation has some 3600, 7100 on the debug kernel).
+ * Exits 1 on a hang or a failure the process cannot explain (a failed call without errno),
+ * 2 if setup fails.
  */
 #include <errno.h>
 #include <fcntl.h>
