@@ -60,7 +60,7 @@ batch=()
 start=$SECONDS
 while read -r name test limit vars; do
 	alongside=0
-	if [ "${vars##* }" = "&" ] || [ "$vars" = "&" ]; then
+	if [ "${vars##* }" = "&" ]; then
 		alongside=1 vars=${vars%&} vars=${vars% }
 	fi
 	echo "== $what: $name on the $variant kernel $vars"
