@@ -60,7 +60,7 @@ const fn make_tables(poly: u32) -> [[u32; 256]; 8] {
     tables
 }
 
-/// Advances the raw (not inverted) CRC register `crc` over `data`, by tables. by tables.
+/// Advances the raw (not inverted) CRC register `crc` over `data`, by tables.
 fn update_tables(mut crc: u32, data: &[u8]) -> u32 {
     let t = &TABLES;
     let mut chunks = data.chunks_exact(8);
@@ -82,7 +82,8 @@ fn update_tables(mut crc: u32, data: &[u8]) -> u32 {
     crc
 }
 
-/// The generator divides `x^209 + x^144 + x^54 + x^39 + x^14 + 1` (a sparse multiple: [`crcfold`]).
+/// The generator divides `x^209 + x^144 + x^54 + x^39 + x^14 + 1` (a sparse multiple:
+/// [`crcfold`]).
 struct Castagnoli;
 
 impl SparseMultiple for Castagnoli {
