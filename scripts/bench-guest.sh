@@ -4,7 +4,8 @@
 #   rxe     rxe0 <-> rxe1 on oxv0/oxv1, both in the root namespace (rxe works only there);
 #   oxroce  oxa_r <-> oxb_r on oxa0/oxb0, in namespaces oxa and oxb;
 #   mixed   oxroce in namespace oxn (oxn0) <-> rxe2 on oxr0 in the root namespace;
-# TCP (iperf3) and the UDP round trip (sockperf) run over oxa0/oxb0.
+# TCP (iperf3) and the UDP round trip (sockperf) run over oxa0/oxb0. One ib_write_bw and one
+# TCP run per round are repeated with RPS on every veth (set_rps).
 # Each round measures every system once, in an order that rotates between rounds; results go
 # to $OX_OUT/raw.txt as "ROUND KEY VALUE" lines for scripts/bench-report.py.
 #   OX_BENCH_ROUNDS (5), OX_BENCH_SECONDS (3), OX_BENCH_LAT_ITERS (2000), OX_BENCH_QUICK=1
@@ -58,6 +59,8 @@ bw() {
 		[ -z "$row" ] || mbs=$(awk '{print $4}' <<<"$row")
 	fi
 	busy=$((j1 - j0))
+	# Still 0.00: no figure (the report counts it as not measured), not a bandwidth of zero.
+	awk -v m="$mbs" 'BEGIN { exit !(m == 0) }' && mbs=nan
 	record "$sys.$tool.$size$tag" "$mbs"
 	# CPU seconds (USER_HZ jiffies / 100) per 2^30 bytes moved in DUR seconds.
 	record "$sys.$tool.$size$tag.cpu_per_gb" \
@@ -129,6 +132,19 @@ set_mtu() {
 	sleep 1
 }
 
+# set_rps MASK: Receive Packet Steering on every veth of the bench (hex CPU mask; 0: off).
+# A veth delivers on the transmitting CPU; with RPS each flow's packets are handed to a CPU
+# chosen by their flow hash, so a receiver can run beside its sender.
+set_rps() {
+	local d
+	for d in "$VETH_A" "$VETH_B" "$RN_ROOT_DEV"; do
+		echo "$1" >"/sys/class/net/$d/queues/rx-0/rps_cpus"
+	done
+	ip netns exec "$NS_A" sh -c "echo $1 >/sys/class/net/$NS_A_DEV/queues/rx-0/rps_cpus"
+	ip netns exec "$NS_B" sh -c "echo $1 >/sys/class/net/$NS_B_DEV/queues/rx-0/rps_cpus"
+	ip netns exec "$RN_NS" sh -c "echo $1 >/sys/class/net/$RN_DEV/queues/rx-0/rps_cpus"
+}
+
 modprobe ib_uverbs
 use_provider
 veth_root
@@ -175,6 +191,10 @@ for round in $(seq 1 "$ROUNDS"); do
 	tcp 1 ""
 	tcp 2 ""
 	udp_rtt
+	set_rps "$(printf %x $(((1 << $(nproc)) - 1)))"
+	for sys in "${order[@]}"; do bw "$sys" ib_write_bw 65536 .rps; done
+	tcp 1 .rps
+	set_rps 0
 	if [ "$QUICK" != 1 ]; then
 		set_mtu 9000
 		for sys in "${order[@]}"; do bw "$sys" ib_write_bw 65536 .mtu9000 -m 4096; done

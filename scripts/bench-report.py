@@ -16,6 +16,10 @@ from collections import defaultdict
 SIZES = [64, 1024, 4096, 65536, 1048576]
 
 
+# Keys with a measurement perftest did not report (inf, or nan for a bandwidth of 0.00).
+missing = defaultdict(int)
+
+
 def load(paths):
     vals = defaultdict(list)
     for p in paths:
@@ -27,9 +31,12 @@ def load(paths):
                 v = float(f[2])
             except ValueError:
                 continue
-            # perftest prints inf for a latency it could not measure: no figure, not a win.
+            # perftest prints inf for a latency it could not measure, and the bench records
+            # nan for a bandwidth it reported as 0.00: no figure, not a win.
             if math.isfinite(v):
                 vals[f[1]].append(v)
+            elif not f[1].endswith(".cpu_per_gb"):
+                missing[f[1]] += 1
     return vals
 
 
@@ -75,7 +82,8 @@ def report(t, out):
                      ("ib_write_bw bidirectional", "ib_write_bw.65536.bidir"),
                      ("ib_write_bw 4 QPs", "ib_write_bw.65536.q4"),
                      ("ib_write_bw 16 QPs", "ib_write_bw.65536.q16"),
-                     ("ib_write_bw MTU 9000", "ib_write_bw.65536.mtu9000")]:
+                     ("ib_write_bw MTU 9000", "ib_write_bw.65536.mtu9000"),
+                     ("ib_write_bw, RPS", "ib_write_bw.65536.rps")]:
         if f"oxroce.{k}" in t.vals:
             w("  %-27s %-26s %-26s %s\n" % (label, t.cell(f"oxroce.{k}"), t.cell(f"rxe.{k}"),
                                             ratio(t.med(f"oxroce.{k}"), t.med(f"rxe.{k}"))))
@@ -84,6 +92,8 @@ def report(t, out):
     w("  %-27s %s\n" % ("TCP, 2 streams", t.cell("tcp.2")))
     if "tcp.1.mtu9000" in t.vals:
         w("  %-27s %s\n" % ("TCP, 1 stream, MTU 9000", t.cell("tcp.1.mtu9000")))
+    if "tcp.1.rps" in t.vals:
+        w("  %-27s %s\n" % ("TCP, 1 stream, RPS", t.cell("tcp.1.rps")))
     w("\nCPU seconds per GB moved (64 KiB writes; both ends, every CPU)\n")
     w("  oxroce %s   rxe %s   TCP %s\n" % (t.cell("oxroce.ib_write_bw.65536.cpu_per_gb", 2),
                                           t.cell("rxe.ib_write_bw.65536.cpu_per_gb", 2),
@@ -182,6 +192,9 @@ def report(t, out):
         for d in devs:
             items = [(k.split(".", 1)[1], int(v)) for k, v in counters.items() if k.startswith(d + ".")]
             w("  %s: %s\n" % (d, " ".join(f"{k} {v}" for k, v in items)))
+    if missing:
+        w("\n-- not measured (perftest printed 0.00 MB/s or inf us), times; not in the medians\n")
+        w("  %s\n" % ", ".join(f"{k} x{n}" for k, n in sorted(missing.items())))
 
 
 def svg(t, path):
