@@ -16,7 +16,7 @@ from collections import defaultdict
 SIZES = [64, 1024, 4096, 65536, 1048576]
 
 
-# Keys with a measurement perftest did not report (inf, or nan for a bandwidth of 0.00).
+# Keys with a measurement that has no figure (perftest's inf latency, the bench's nan bandwidth).
 missing = defaultdict(int)
 
 
@@ -32,7 +32,7 @@ def load(paths):
             except ValueError:
                 continue
             # perftest prints inf for a latency it could not measure, and the bench records
-            # nan for a bandwidth it reported as 0.00: no figure, not a win.
+            # nan for a bandwidth it could not get (bench-guest.sh, bw): no figure, not a win.
             if math.isfinite(v):
                 vals[f[1]].append(v)
             elif not f[1].endswith(".cpu_per_gb"):
