@@ -141,13 +141,12 @@ set_mtu() {
 # A veth delivers on the transmitting CPU; with RPS each flow's packets are handed to a CPU
 # chosen by their flow hash, so a receiver can run beside its sender.
 set_rps() {
-	local d
-	for d in "$VETH_A" "$VETH_B" "$RN_ROOT_DEV"; do
-		echo "$1" >"/sys/class/net/$d/queues/rx-0/rps_cpus"
+	local nd ns
+	for nd in ":$VETH_A" ":$VETH_B" ":$RN_ROOT_DEV" "$NS_A:$NS_A_DEV" "$NS_B:$NS_B_DEV" \
+		"$RN_NS:$RN_DEV"; do
+		ns=${nd%%:*}
+		${ns:+ip netns exec "$ns"} sh -c "echo $1 >/sys/class/net/${nd#*:}/queues/rx-0/rps_cpus"
 	done
-	ip netns exec "$NS_A" sh -c "echo $1 >/sys/class/net/$NS_A_DEV/queues/rx-0/rps_cpus"
-	ip netns exec "$NS_B" sh -c "echo $1 >/sys/class/net/$NS_B_DEV/queues/rx-0/rps_cpus"
-	ip netns exec "$RN_NS" sh -c "echo $1 >/sys/class/net/$RN_DEV/queues/rx-0/rps_cpus"
 }
 
 modprobe ib_uverbs

@@ -16,12 +16,11 @@ from collections import defaultdict
 SIZES = [64, 1024, 4096, 65536, 1048576]
 
 
-# Keys with a measurement that has no figure (perftest's inf latency, the bench's nan bandwidth).
-missing = defaultdict(int)
-
-
 def load(paths):
+    """Figures by key, and how many times each key had none (perftest's inf latency, the
+    bench's nan bandwidth)."""
     vals = defaultdict(list)
+    missing = defaultdict(int)
     for p in paths:
         for line in open(p):
             f = line.split()
@@ -37,12 +36,13 @@ def load(paths):
                 vals[f[1]].append(v)
             elif not f[1].endswith(".cpu_per_gb"):
                 missing[f[1]] += 1
-    return vals
+    return vals, missing
 
 
 class Table:
-    def __init__(self, vals):
+    def __init__(self, vals, missing):
         self.vals = vals
+        self.missing = missing
 
     def med(self, key):
         v = self.vals.get(key)
@@ -192,9 +192,10 @@ def report(t, out):
         for d in devs:
             items = [(k.split(".", 1)[1], int(v)) for k, v in counters.items() if k.startswith(d + ".")]
             w("  %s: %s\n" % (d, " ".join(f"{k} {v}" for k, v in items)))
-    if missing:
-        w("\n-- not measured (perftest printed 0.00 MB/s or inf us), times; not in the medians\n")
-        w("  %s\n" % ", ".join(f"{k} x{n}" for k, n in sorted(missing.items())))
+    if t.missing:
+        w("\n-- no figure (perftest's inf us, or 0.00 MB/s with no usable iteration count),"
+          " times\n")
+        w("  %s\n" % ", ".join(f"{k} x{n}" for k, n in sorted(t.missing.items())))
 
 
 def svg(t, path):
@@ -247,7 +248,7 @@ def main():
     ap.add_argument("--svg")
     ap.add_argument("raw", nargs="+")
     a = ap.parse_args()
-    t = Table(load(a.raw))
+    t = Table(*load(a.raw))
     report(t, sys.stdout)
     if a.svg:
         svg(t, a.svg)
