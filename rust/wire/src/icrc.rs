@@ -340,6 +340,42 @@ pub fn fill_with<E: Crc32Engine>(
     Ok(icrc)
 }
 
+/// [`fill_with`] for a packet held in two pieces: `net`, its network headers (IP and UDP, or
+/// the GRH) exactly as they will be on the wire, and `iba`, the rest (BTH through the ICRC,
+/// whose four bytes are overwritten). For packets whose network headers are written apart
+/// from them, such as the segments of a segmentation offload. Returns the ICRC.
+pub fn fill_split_with<E: Crc32Engine>(
+    engine: &E,
+    encap: Encap,
+    net: &[u8],
+    iba: &mut [u8],
+) -> Result<u32, IcrcError> {
+    let headers_len = net.len() + BTH_LEN;
+    let body_end = iba.len().checked_sub(ICRC_LEN).ok_or(IcrcError::TooShort {
+        needed: BTH_LEN + ICRC_LEN,
+        len: iba.len(),
+    })?;
+    // The network headers and the BTH, contiguous, for `Icrc::with` to mask.
+    let mut buf = [0u8; MAX_MASKED];
+    let (Some(headers), Some(bth), Some(body)) = (
+        buf.get_mut(..headers_len),
+        iba.get(..BTH_LEN),
+        iba.get(BTH_LEN..body_end),
+    ) else {
+        return Err(IcrcError::TooShort {
+            needed: headers_len + ICRC_LEN,
+            len: net.len() + iba.len(),
+        });
+    };
+    headers[..net.len()].copy_from_slice(net);
+    headers[net.len()..].copy_from_slice(bth);
+    let mut icrc = Icrc::with(engine, encap, headers)?;
+    icrc.update(body);
+    let value = icrc.finish();
+    iba[body_end..].copy_from_slice(&to_wire(value));
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -553,6 +589,31 @@ mod tests {
             let mut s = Icrc::new(Encap::RoceV2Ipv4, &p[..cut]).unwrap();
             s.update(&p[cut..]);
             prop_assert_eq!(s.finish(), one);
+        }
+
+        #[test]
+        fn split_matches_whole(payload in proptest::collection::vec(any::<u8>(), 0..300)) {
+            for (encap, p) in samples() {
+                let net_len = network_header_len(encap, &p).unwrap()
+                    + if encap == Encap::RoceV1 { 0 } else { 8 };
+                let mut whole = p[..net_len + 12].to_vec();
+                whole.extend_from_slice(&payload);
+                whole.extend_from_slice(&[0; 4]);
+                let mut iba = whole[net_len..].to_vec();
+                let expected = fill(encap, &mut whole).unwrap();
+                let split = fill_split_with(&SoftCrc32, encap, &whole[..net_len], &mut iba);
+                prop_assert_eq!(split, Ok(expected));
+                prop_assert_eq!(&iba[..], &whole[net_len..]);
+            }
+        }
+
+        #[test]
+        fn split_never_panics(net in proptest::collection::vec(any::<u8>(), 0..120),
+                              iba in proptest::collection::vec(any::<u8>(), 0..40)) {
+            for encap in [Encap::RoceV1, Encap::RoceV2Ipv4, Encap::RoceV2Ipv6] {
+                let mut b = iba.clone();
+                let _ = fill_split_with(&SoftCrc32, encap, &net, &mut b);
+            }
         }
 
         #[test]

@@ -138,10 +138,15 @@ pub fn internet_checksum(bytes: &[u8]) -> u16 {
 /// (headers, IBA packet, ICRC). Returns the header length (the BTH offset). The UDP checksum
 /// is 0; for IPv6 call [`fill_udp6_checksum`] once the packet is complete.
 pub fn write_headers(h: &IpUdp, pkt: &mut [u8]) -> Result<usize, IpError> {
-    let total = pkt.len();
+    write_headers_of_len(h, pkt.len(), pkt)
+}
+
+/// [`write_headers`] for an IP packet of `total` bytes of which `pkt` need hold only the
+/// headers (the headers of one segment of a segmentation offload, say).
+pub fn write_headers_of_len(h: &IpUdp, total: usize, pkt: &mut [u8]) -> Result<usize, IpError> {
     match (h.src, h.dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            if total < IPV4_LEN + UDP_LEN {
+            if total < IPV4_LEN + UDP_LEN || pkt.len() < IPV4_LEN + UDP_LEN {
                 return Err(IpError::Short);
             }
             let tot = u16::try_from(total).map_err(|_| IpError::TooLong)?;
@@ -158,11 +163,11 @@ pub fn write_headers(h: &IpUdp, pkt: &mut [u8]) -> Result<usize, IpError> {
             ip[16..20].copy_from_slice(&d);
             let csum = internet_checksum(ip);
             ip[10..12].copy_from_slice(&csum.to_be_bytes());
-            write_udp(h, &mut pkt[IPV4_LEN..])?;
+            write_udp(h, total - IPV4_LEN, &mut pkt[IPV4_LEN..])?;
             Ok(IPV4_LEN + UDP_LEN)
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            if total < IPV6_LEN + UDP_LEN {
+            if total < IPV6_LEN + UDP_LEN || pkt.len() < IPV6_LEN + UDP_LEN {
                 return Err(IpError::Short);
             }
             let plen = u16::try_from(total - IPV6_LEN).map_err(|_| IpError::TooLong)?;
@@ -174,16 +179,17 @@ pub fn write_headers(h: &IpUdp, pkt: &mut [u8]) -> Result<usize, IpError> {
             ip[7] = h.hop_limit;
             ip[8..24].copy_from_slice(&s);
             ip[24..40].copy_from_slice(&d);
-            write_udp(h, &mut pkt[IPV6_LEN..])?;
+            write_udp(h, total - IPV6_LEN, &mut pkt[IPV6_LEN..])?;
             Ok(IPV6_LEN + UDP_LEN)
         }
         _ => Err(IpError::Family),
     }
 }
 
-fn write_udp(h: &IpUdp, udp_and_rest: &mut [u8]) -> Result<(), IpError> {
-    let len = u16::try_from(udp_and_rest.len()).map_err(|_| IpError::TooLong)?;
-    let u = &mut udp_and_rest[..UDP_LEN];
+/// Writes the UDP header of a datagram of `len` bytes at the start of `udp`.
+fn write_udp(h: &IpUdp, len: usize, udp: &mut [u8]) -> Result<(), IpError> {
+    let len = u16::try_from(len).map_err(|_| IpError::TooLong)?;
+    let u = &mut udp[..UDP_LEN];
     u[0..2].copy_from_slice(&h.sport.to_be_bytes());
     u[2..4].copy_from_slice(&h.dport.to_be_bytes());
     u[4..6].copy_from_slice(&len.to_be_bytes());
@@ -311,6 +317,35 @@ mod tests {
             id: 0x1234,
             sport: 0xc001,
             dport: 4791,
+        }
+    }
+
+    #[test]
+    fn headers_of_len_match_whole_packet() {
+        let v6 = IpUdp {
+            src: IpAddr::V6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            dst: IpAddr::V6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]),
+            flow_label: 0x12345,
+            ..v4hdr()
+        };
+        for h in [v4hdr(), v6] {
+            let mut whole = [0u8; 1100];
+            let hl = write_headers(&h, &mut whole).unwrap();
+            let mut hdr = [0u8; 48];
+            assert_eq!(write_headers_of_len(&h, 1100, &mut hdr[..hl]), Ok(hl));
+            assert_eq!(hdr[..hl], whole[..hl]);
+            assert_eq!(
+                write_headers_of_len(&h, 70000, &mut hdr),
+                Err(IpError::TooLong)
+            );
+            assert_eq!(
+                write_headers_of_len(&h, 1100, &mut hdr[..hl - 1]),
+                Err(IpError::Short)
+            );
+            assert_eq!(
+                write_headers_of_len(&h, hl - 1, &mut hdr),
+                Err(IpError::Short)
+            );
         }
     }
 
