@@ -64,10 +64,16 @@ impl Skb {
     /// bytes to be sent through `dev`: `LL_RESERVED_SPACE(dev)` bytes of headroom for the
     /// link-layer header, then `ip_packet_len` zeroed bytes starting at the network header.
     pub fn alloc_tx(dev: &NetDevice, ip_packet_len: usize) -> Result<Skb> {
+        Self::alloc_tx_room(dev, ip_packet_len, ip_packet_len)
+    }
+
+    /// [`Skb::alloc_tx`] with room for the packet to grow ([`Skb::put_zero`]) to `capacity`
+    /// bytes.
+    pub fn alloc_tx_room(dev: &NetDevice, ip_packet_len: usize, capacity: usize) -> Result<Skb> {
         let headroom = dev.ll_reserved_space();
         // The skb's sizes are `unsigned int`; refuse what would not fit (never a real packet).
         let len = u32::try_from(ip_packet_len).map_err(|_| EINVAL)?;
-        let total = u32::try_from(headroom + ip_packet_len).map_err(|_| EINVAL)?;
+        let total = u32::try_from(headroom + capacity.max(ip_packet_len)).map_err(|_| EINVAL)?;
         // SAFETY: plain allocation; `GFP_ATOMIC` is allowed in any context.
         let ptr = unsafe { bindings::oxrdma_alloc_skb_atomic(total) };
         let ptr = NonNull::new(ptr).ok_or(ENOMEM)?;
@@ -80,6 +86,63 @@ impl Skb {
         }
         // INVARIANT: owned, linear, network header at `data`, `len` zeroed bytes.
         Ok(Skb { ptr })
+    }
+
+    /// Grows the packet by `len` zeroed bytes at its end; `ENOSPC` (unchanged) if the buffer
+    /// has no room for them.
+    pub fn put_zero(&mut self, len: usize) -> Result {
+        // SAFETY: `self.ptr` is a valid skb (type invariant).
+        let room = unsafe { bindings::oxrdma_skb_tailroom(self.ptr.as_ptr()) };
+        let len = u32::try_from(len)
+            .ok()
+            .filter(|&l| l <= room)
+            .ok_or(ENOSPC)?;
+        // SAFETY: owned and linear (type invariant), with `len` bytes of tailroom (above).
+        unsafe { bindings::oxrdma_skb_put_zero(self.ptr.as_ptr(), len) };
+        // INVARIANT: the new bytes are zeroed; the network header has not moved.
+        Ok(())
+    }
+
+    /// Marks the packet, a complete IP packet carrying one UDP datagram, for UDP segmentation
+    /// offload: the stack or the device sends it as `segs` datagrams of `seg_len` payload
+    /// bytes each (the last one shorter or as long), each with a copy of the IP and UDP
+    /// headers whose lengths fit that datagram, IPv4 identifications counting up from this
+    /// packet's, and a UDP checksum (computed by whoever cuts). Call it after the headers
+    /// are written; `EINVAL` if the packet is not such a datagram or the geometry does not
+    /// cover it exactly.
+    pub fn set_udp_gso(&mut self, seg_len: usize, segs: usize) -> Result {
+        let pkt = self.data();
+        let (ip_hlen, ipv6) = match pkt.first().map(|b| b >> 4) {
+            Some(4) if pkt.len() >= 20 && pkt[9] == 17 => (usize::from(pkt[0] & 0xf) * 4, false),
+            Some(6) if pkt.len() >= 40 && pkt[6] == 17 => (40, true),
+            _ => return Err(EINVAL),
+        };
+        let udp_len = pkt
+            .get(ip_hlen + 4..ip_hlen + 6)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+        let payload = pkt.len().saturating_sub(ip_hlen + 8);
+        let fits = segs >= 2
+            && seg_len > 0
+            && (segs - 1).checked_mul(seg_len).is_some_and(|n| n < payload)
+            && segs.checked_mul(seg_len).is_some_and(|n| n >= payload);
+        let udp_ok =
+            ip_hlen >= 20 && pkt.len() >= ip_hlen + 8 && udp_len == Some(pkt.len() - ip_hlen);
+        if !udp_ok || !fits {
+            return Err(EINVAL);
+        }
+        // `segs` and `seg_len` are below the packet length (`fits`), which is a `u32`.
+        // SAFETY: owned and linear (type invariant), an IP header of `ip_hlen` bytes followed
+        // by a whole UDP header inside the data (checked above).
+        unsafe {
+            bindings::oxrdma_skb_set_udp_gso(
+                self.ptr.as_ptr(),
+                ip_hlen as u32,
+                seg_len as u32,
+                segs as u32,
+                ipv6,
+            )
+        };
+        Ok(())
     }
 
     /// The packet length in bytes (the IP packet, from the network header).

@@ -11,9 +11,11 @@
 #include <linux/netdevice.h>
 #include <linux/rtnetlink.h>
 #include <linux/skbuff.h>
+#include <linux/udp.h>
 #include <net/addrconf.h>
 #include <net/flow.h>
 #include <net/ip.h>
+#include <net/ip6_checksum.h>
 #include <net/ipv6.h>
 #include <net/ipv6_stubs.h>
 #include <net/net_namespace.h>
@@ -42,6 +44,33 @@ void oxrdma_skb_reserve(struct sk_buff *skb, unsigned int len)
 void *oxrdma_skb_put_zero(struct sk_buff *skb, unsigned int len)
 {
 	return skb_put_zero(skb, len);
+}
+
+unsigned int oxrdma_skb_tailroom(const struct sk_buff *skb)
+{
+	return skb_tailroom(skb);
+}
+
+void oxrdma_skb_set_udp_gso(struct sk_buff *skb, unsigned int ip_hlen, unsigned int seg_len,
+			    unsigned int segs, bool ipv6)
+{
+	struct udphdr *uh;
+	unsigned int len = skb->len - ip_hlen;
+
+	skb_set_transport_header(skb, ip_hlen);
+	uh = udp_hdr(skb);
+	skb->ip_summed = CHECKSUM_PARTIAL;
+	skb->csum_start = skb_transport_header(skb) - skb->head;
+	skb->csum_offset = offsetof(struct udphdr, check);
+	if (ipv6)
+		uh->check = ~csum_ipv6_magic(&ipv6_hdr(skb)->saddr, &ipv6_hdr(skb)->daddr, len,
+					     IPPROTO_UDP, 0);
+	else
+		uh->check = ~csum_tcpudp_magic(ip_hdr(skb)->saddr, ip_hdr(skb)->daddr, len,
+					       IPPROTO_UDP, 0);
+	skb_shinfo(skb)->gso_size = seg_len;
+	skb_shinfo(skb)->gso_type = SKB_GSO_UDP_L4;
+	skb_shinfo(skb)->gso_segs = segs;
 }
 
 void oxrdma_skb_reset_network_header(struct sk_buff *skb)

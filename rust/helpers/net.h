@@ -24,6 +24,19 @@ struct sk_buff *oxrdma_alloc_skb_atomic(unsigned int size);
 /* skb_reserve(), skb_put_zero(), skb_reset_network_header() */
 void oxrdma_skb_reserve(struct sk_buff *skb, unsigned int len);
 void *oxrdma_skb_put_zero(struct sk_buff *skb, unsigned int len);
+/* skb_tailroom() */
+unsigned int oxrdma_skb_tailroom(const struct sk_buff *skb);
+/*
+ * Marks the complete IPv4 or IPv6 packet at skb->data (network header there; @ip_hlen bytes
+ * of IP header, then a UDP header whose length field covers the rest) for UDP segmentation
+ * offload: transport header after the IP header, CHECKSUM_PARTIAL with the pseudo-header sum
+ * in the UDP checksum field (as udp_send_skb() leaves a GSO datagram), gso_type
+ * SKB_GSO_UDP_L4, gso_size @seg_len, gso_segs @segs. The stack or the device cuts it into
+ * datagrams of @seg_len payload bytes (the last may be shorter), each with its own UDP and
+ * IP headers (IPv4 identifications counting up from the head's) and UDP checksum.
+ */
+void oxrdma_skb_set_udp_gso(struct sk_buff *skb, unsigned int ip_hlen, unsigned int seg_len,
+			    unsigned int segs, bool ipv6);
 void oxrdma_skb_reset_network_header(struct sk_buff *skb);
 /* skb->data, skb->len, skb->dev, skb->protocol (network byte order) */
 unsigned char *oxrdma_skb_data(const struct sk_buff *skb);
