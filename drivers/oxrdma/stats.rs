@@ -37,9 +37,11 @@ pub(crate) enum Counter {
     RxDrop,
     /// Packets that could not be sent (no route, no memory).
     SendErr,
+    /// Packets of `SentPkts` that left in a run cut by segmentation offload.
+    SentGsoPkts,
 }
 
-const N: usize = 14;
+const N: usize = 15;
 
 /// The names, in [`Counter`] order.
 pub(crate) const NAMES: [HwStat; N] = [
@@ -57,6 +59,7 @@ pub(crate) const NAMES: [HwStat; N] = [
     HwStat::new(c_str!("icrc_err")),
     HwStat::new(c_str!("rx_drop")),
     HwStat::new(c_str!("send_err")),
+    HwStat::new(c_str!("sent_gso_pkts")),
 ];
 
 /// The counters of one device.
@@ -69,7 +72,12 @@ impl Stats {
 
     /// Counts one `c`.
     pub(crate) fn inc(&self, c: Counter) {
-        self.0[c as usize].fetch_add(1, Ordering::Relaxed);
+        self.add(c, 1);
+    }
+
+    /// Counts `n` of `c`.
+    pub(crate) fn add(&self, c: Counter, n: u64) {
+        self.0[c as usize].fetch_add(n, Ordering::Relaxed);
     }
 
     /// Copies the values, in [`NAMES`] order, into `out`.

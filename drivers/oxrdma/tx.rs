@@ -292,38 +292,49 @@ impl Tx {
         if let Some(dmac) = path.v1_dmac {
             return self.send_v1(path, &dmac, h, payload_len, fill);
         }
-        let now = now_us();
-        let (nd, route) = self.route(path, now)?;
+        let (nd, route) = self.route(path, now_us())?;
         let ip_len = path.dst.headers_len();
         let iba_len = packet::packet_len(h, payload_len).ok_or(EINVAL)?;
-        let total = ip_len + iba_len + ICRC_LEN;
-        let mut skb = Skb::alloc_tx(&nd, total)?;
-        let buf = skb.data_mut();
-        let hl = packet::write_headers(h, payload_len, &mut buf[ip_len..]).map_err(|_| EINVAL)?;
-        let at = ip_len + hl;
-        if !fill(&mut buf[at..at + payload_len]) {
-            return Err(EFAULT);
-        }
-        let hdr = IpUdp {
+        let mut skb = Skb::alloc_tx(&nd, ip_len + iba_len + ICRC_LEN)?;
+        write_iba(&mut skb.data_mut()[ip_len..], h, payload_len, fill)?;
+        self.finish_one(path, &route, skb)
+    }
+
+    /// The IP and UDP header fields of `path`'s packets, with identification `id`.
+    fn ip_udp(path: &TxPath, id: u16) -> IpUdp {
+        IpUdp {
             src: path.src,
             dst: path.dst,
             traffic_class: path.traffic_class,
             flow_label: path.flow_label,
             hop_limit: path.hop_limit,
-            id: self.ip_id.fetch_add(1, Ordering::Relaxed) as u16,
+            id,
             sport: path.sport,
             dport: icrc::ROCE_V2_UDP_PORT,
-        };
+        }
+    }
+
+    /// Completes the one RoCE v2 packet in `skb` (IBA headers and payload written): IP and
+    /// UDP headers, ICRC, and the UDP checksum over IPv6; then sends it.
+    fn finish_one(&self, path: &TxPath, route: &Route, mut skb: Skb) -> Result {
+        let buf = skb.data_mut();
+        let hdr = Self::ip_udp(path, self.ip_id.fetch_add(1, Ordering::Relaxed) as u16);
         ip::write_headers(&hdr, buf).map_err(|_| EINVAL)?;
         icrc::fill_with(&*self.crc, path.encap(), buf).map_err(|_| EINVAL)?;
         if let IpAddr::V6(_) = path.dst {
             ip::fill_udp6_checksum(buf).map_err(|_| EINVAL)?;
         }
-        let res = skb.xmit(&route);
-        self.stats.inc(match res {
+        self.xmit(path, route, skb, 1)
+    }
+
+    /// Sends `skb`, which carries `pkts` RoCE packets, and counts them.
+    fn xmit(&self, path: &TxPath, route: &Route, skb: Skb, pkts: usize) -> Result {
+        let res = skb.xmit(route);
+        let counter = match res {
             Ok(()) => Counter::SentPkts,
             Err(_) => Counter::SendErr,
-        });
+        };
+        self.stats.add(counter, pkts as u64);
         if res.is_err() {
             // Look the route up again next time.
             if let Some(c) = self
@@ -337,6 +348,15 @@ impl Tx {
             }
         }
         res
+    }
+
+    /// A batch of packets for `path` ([`TxBatch`]).
+    pub(crate) fn batch<'a>(&'a self, path: &'a TxPath) -> TxBatch<'a> {
+        TxBatch {
+            tx: self,
+            path,
+            open: None,
+        }
     }
 
     /// [`Tx::send`] for a RoCE v1 path: GRH, `h`, payload, pad, ICRC, out of the netdev in an
@@ -354,11 +374,7 @@ impl Tx {
         let after_grh = u16::try_from(iba_len + ICRC_LEN).map_err(|_| EINVAL)?;
         let mut skb = Skb::alloc_tx(&nd, GRH_LEN + usize::from(after_grh))?;
         let buf = skb.data_mut();
-        let hl = packet::write_headers(h, payload_len, &mut buf[GRH_LEN..]).map_err(|_| EINVAL)?;
-        let at = GRH_LEN + hl;
-        if !fill(&mut buf[at..at + payload_len]) {
-            return Err(EFAULT);
-        }
+        write_iba(&mut buf[GRH_LEN..], h, payload_len, fill)?;
         let g = Grh {
             traffic_class: path.traffic_class,
             flow_label: path.flow_label,
@@ -375,5 +391,156 @@ impl Tx {
             Err(_) => Counter::SendErr,
         });
         res
+    }
+}
+
+/// Writes the IBA headers `h` at the start of `iba` and has `fill` write the `payload_len`
+/// bytes after them (false: `EFAULT`); pad and ICRC stay as they are.
+fn write_iba(
+    iba: &mut [u8],
+    h: &Headers,
+    payload_len: usize,
+    fill: impl FnOnce(&mut [u8]) -> bool,
+) -> Result {
+    let hl = packet::write_headers(h, payload_len, iba).map_err(|_| EINVAL)?;
+    let payload = iba.get_mut(hl..hl + payload_len).ok_or(EINVAL)?;
+    if fill(payload) {
+        Ok(())
+    } else {
+        Err(EFAULT)
+    }
+}
+
+/// Payload bytes (IBA packets, ICRCs included) a [`TxBatch`] gathers into one skb: with the
+/// headroom and the skb's shared info, the buffer stays within an order-2 allocation.
+const BATCH_BYTES: usize = 15 * 1024;
+
+/// Packets of one RoCE v2 path sent together: a run of equally long packets (the middle
+/// packets of a message, and its last) goes into one skb that the stack, or the device,
+/// cuts into one datagram per packet (UDP segmentation offload): one trip through the IP
+/// stack and the link for the run, and over a veth one through the peer's IP receive path
+/// until its UDP socket cuts it. Every datagram is a complete RoCE packet whose ICRC covers
+/// the IP and UDP headers it carries once cut (its own lengths; IPv4 identifications count
+/// up from the run's first). Dropping the batch sends what it holds.
+pub(crate) struct TxBatch<'a> {
+    tx: &'a Tx,
+    path: &'a TxPath,
+    open: Option<OpenBatch>,
+}
+
+/// The skb a [`TxBatch`] fills.
+struct OpenBatch {
+    route: Route,
+    skb: Skb,
+    /// The length of each packet (BTH through ICRC); the last may be shorter.
+    seg_len: usize,
+    /// Packets in the skb.
+    segs: usize,
+    /// Packets it has room for.
+    room: usize,
+    /// A shorter packet ended the run.
+    closed: bool,
+}
+
+impl TxBatch<'_> {
+    /// Sends a packet as [`Tx::send`] does, or adds it to the batch: `more` says packets of
+    /// the same length are likely to follow (a message's middle packets). A failure of
+    /// `fill` (`EFAULT`) abandons the packets the batch holds as well.
+    pub(crate) fn send(
+        &mut self,
+        h: &Headers,
+        payload_len: usize,
+        more: bool,
+        fill: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result {
+        let Some(len) = packet::packet_len(h, payload_len).map(|l| l + ICRC_LEN) else {
+            return Err(EINVAL);
+        };
+        let ended = self
+            .open
+            .as_ref()
+            .is_some_and(|b| b.closed || len > b.seg_len || b.segs == b.room);
+        if ended {
+            self.flush();
+        }
+        if self.open.is_none() && (!more || self.path.v1_dmac.is_some() || !self.start(len)) {
+            return self.tx.send(self.path, h, payload_len, fill);
+        }
+        let Some(b) = self.open.as_mut() else {
+            return Err(EINVAL);
+        };
+        let at = self.path.dst.headers_len() + b.segs * b.seg_len;
+        let res = b.skb.put_zero(len).and_then(|()| {
+            let iba = &mut b.skb.data_mut()[at..];
+            write_iba(iba, h, payload_len, fill)
+        });
+        match res {
+            Ok(()) => {
+                b.segs += 1;
+                b.closed = len < b.seg_len;
+            }
+            Err(_) => self.open = None,
+        }
+        res
+    }
+
+    /// Opens the batch for packets of `len` bytes; false if it cannot (no route, no memory:
+    /// the packet goes alone, which reports the error).
+    fn start(&mut self, len: usize) -> bool {
+        let Ok((nd, route)) = self.tx.route(self.path, now_us()) else {
+            return false;
+        };
+        let ip_len = self.path.dst.headers_len();
+        let room = (BATCH_BYTES / len).max(1);
+        let Ok(skb) = Skb::alloc_tx_room(&nd, ip_len, ip_len + room * len) else {
+            return false;
+        };
+        self.open = Some(OpenBatch {
+            route,
+            skb,
+            seg_len: len,
+            segs: 0,
+            room,
+            closed: false,
+        });
+        true
+    }
+
+    /// Sends what the batch holds: one packet as it is, several as one segmentation offload.
+    pub(crate) fn flush(&mut self) {
+        let Some(b) = self.open.take() else { return };
+        let _ = match b.segs {
+            0 => Ok(()),
+            1 => self.tx.finish_one(self.path, &b.route, b.skb),
+            n => self.flush_run(b, n),
+        };
+    }
+
+    fn flush_run(&self, mut b: OpenBatch, n: usize) -> Result {
+        let (path, tx) = (self.path, self.tx);
+        let ip_len = path.dst.headers_len();
+        let base = tx.ip_id.fetch_add(n as u32, Ordering::Relaxed) as u16;
+        let buf = b.skb.data_mut();
+        let (net, iba) = buf.split_at_mut(ip_len);
+        // Each packet's ICRC over the headers it will carry once cut.
+        let mut seg_net = [0u8; ip::IPV6_LEN + ip::UDP_LEN];
+        let seg_net = &mut seg_net[..ip_len];
+        for (i, seg) in iba.chunks_mut(b.seg_len).enumerate() {
+            let hdr = Tx::ip_udp(path, base.wrapping_add(i as u16));
+            ip::write_headers_of_len(&hdr, ip_len + seg.len(), seg_net).map_err(|_| EINVAL)?;
+            icrc::fill_split_with(&*tx.crc, path.encap(), seg_net, seg).map_err(|_| EINVAL)?;
+        }
+        ip::write_headers_of_len(&Tx::ip_udp(path, base), ip_len + iba.len(), net)
+            .map_err(|_| EINVAL)?;
+        b.skb.set_udp_gso(b.seg_len, n)?;
+        tx.xmit(path, &b.route, b.skb, n)?;
+        tx.stats.add(Counter::SentGsoPkts, n as u64);
+        Ok(())
+    }
+}
+
+impl Drop for TxBatch<'_> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # RC over RoCE v2 between two oxroce devices in two network namespaces: ibv_rc_pingpong with its
 # buffer check (-c), over IPv4 and over IPv6 GIDs, several message sizes (one packet, several
-# packets, not a multiple of the MTU), and ibv_srq_pingpong (4 QPs on one SRQ). rxe cannot do
-# this on 6.12 (init_net only).
+# packets, not a multiple of the MTU), and ibv_srq_pingpong (4 QPs on one SRQ); the device
+# counters agree (and show segmentation offload runs). rxe cannot do this on 6.12 (init_net
+# only).
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
@@ -67,6 +68,11 @@ expect_eq "$(($(counter "$stats_a" rcvd_pkts) + $(counter "$stats_a" rx_drop)))"
 for k in icrc_err send_err; do
 	expect_eq "$(counter "$stats_a" "$k")$(counter "$stats_b" "$k")" 00 "$k on a clean link"
 done
+# Multi-packet messages leave in runs cut by UDP segmentation offload (and arrived whole: the
+# counts above include them).
+gso_a=$(counter "$stats_a" sent_gso_pkts)
+[ -n "$gso_a" ] && [ "$gso_a" -gt 1000 ] || fail "oxa_r sent_gso_pkts: '$gso_a'"
+info "oxa_r: $gso_a of $sent_a packets sent in segmentation offload runs"
 
 # After traffic (cached routes, open UDP tunnels), deleting a namespace removes its device and
 # releases its netdev at once.

@@ -81,9 +81,9 @@ nothing_left_quiet() {
 
 oxroce_pair
 all_tools "$NS_B" "$NS_B_IP4" oxb_r "$NS_A" oxa_r
-info "IPv6: rping -v"
-cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP6" -v -C 20 -- \
-	rping -p 7174 -c -a "$NS_B_IP6" -v -C 20
+info "IPv6: rping -v, 20000-byte pings (READ and WRITE in segmentation offload runs), -V"
+cm_pair "$NS_B" "$NS_A" 7174 120 rping -p 7174 -s -a "$NS_B_IP6" -v -C 20 -S 20000 -- \
+	rping -p 7174 -c -a "$NS_B_IP6" -v -V -C 20 -S 20000
 check_rping "IPv6 rping server" "$PAIR_SERVER_OUT" 20
 check_rping "IPv6 rping client" "$PAIR_CLIENT_OUT" 20
 nothing_left "after the tools"
@@ -128,11 +128,12 @@ rxe_add rxe0 "$RN_ROOT_DEV"
 rdma_link_add -n "$RN_NS" oxn_r oxroce "$RN_DEV"
 all_tools "$RN_NS" "$RN_IP4" oxn_r "" rxe0
 all_tools "" "$RN_ROOT_IP4" rxe0 "$RN_NS" oxn_r
-info "IPv6 with rxe: rping -v both ways"
-cm_pair "$RN_NS" "" 7174 120 rping -p 7174 -s -a "$RN_IP6" -v -C 10 -- rping -p 7174 -c -a "$RN_IP6" -v -C 10
+info "IPv6 with rxe: rping -v both ways, 20000-byte pings, -V"
+cm_pair "$RN_NS" "" 7174 120 rping -p 7174 -s -a "$RN_IP6" -v -C 10 -S 20000 -- \
+	rping -p 7174 -c -a "$RN_IP6" -v -V -C 10 -S 20000
 check_rping "rping server oxn_r" "$PAIR_SERVER_OUT" 10
-cm_pair "" "$RN_NS" 7174 120 rping -p 7174 -s -a "$RN_ROOT_IP6" -v -C 10 -- \
-	rping -p 7174 -c -a "$RN_ROOT_IP6" -v -C 10
+cm_pair "" "$RN_NS" 7174 120 rping -p 7174 -s -a "$RN_ROOT_IP6" -v -C 10 -S 20000 -- \
+	rping -p 7174 -c -a "$RN_ROOT_IP6" -v -V -C 10 -S 20000
 check_rping "rping client oxn_r" "$PAIR_CLIENT_OUT" 10
 nothing_left "after rxe"
 

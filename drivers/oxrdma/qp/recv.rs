@@ -6,6 +6,7 @@ use super::*;
 use crate::device::limits::MAX_MSG_SZ;
 use crate::mr::Op;
 use crate::stats::Counter;
+use crate::tx::TxBatch;
 
 /// Why an in-sequence request is refused: the NAK to send (at `psn`, else at the request's
 /// PSN) and the status of the receive completion it ends, if one is in progress.
@@ -587,6 +588,12 @@ impl QpInner {
         if st.resp.is_none() {
             return;
         }
+        let Some(path) = self.tx_path(st) else {
+            return;
+        };
+        // Runs of READ response middle packets leave as one segmentation offload; what the
+        // batch holds goes out before any acknowledgement below.
+        let mut batch = self.dev.tx.batch(&path);
         while *budget > 0 {
             let Some(slot) = self.oldest_outgoing(st) else {
                 break;
@@ -594,7 +601,7 @@ impl QpInner {
             *budget -= 1;
             // Read before sending: the send moves the resource on (or ends it).
             let replay = st.outgoing.get(slot).is_some_and(|o| o.replay);
-            match self.send_response(st, slot) {
+            match self.send_response(st, slot, &mut batch) {
                 Ok(()) => {}
                 Err(psn) => {
                     st.outgoing.clear(slot);
@@ -604,6 +611,7 @@ impl QpInner {
                     }
                     let Some(resp) = st.resp.as_mut() else { return };
                     let a = resp.reject(psn, NakCode::RemoteAccessError);
+                    batch.flush();
                     self.send_ack(st, &a);
                     self.events.raise(QpEvent::AccessError);
                     self.to_error(st, None);
@@ -611,6 +619,7 @@ impl QpInner {
                 }
             }
         }
+        batch.flush();
         if !st.outgoing.any() {
             if let Some(a) = st.held_ack.take() {
                 self.send_ack(st, &a);
@@ -636,7 +645,12 @@ impl QpInner {
     /// Sends the next response of the resource in `slot` and advances it (it is done after its
     /// last). A READ's data is read through its access, checked again now: if the MR no longer
     /// allows it, nothing is sent and the PSN of the refused response is returned.
-    fn send_response(&self, st: &mut QpState, slot: usize) -> Result<(), Psn> {
+    fn send_response(
+        &self,
+        st: &mut QpState,
+        slot: usize,
+        batch: &mut TxBatch<'_>,
+    ) -> Result<(), Psn> {
         let res = st.resp.as_ref().and_then(|r| r.resource(slot)).copied();
         let (Some(res), Some(o)) = (res, st.outgoing.get(slot)) else {
             st.outgoing.clear(slot);
@@ -649,9 +663,6 @@ impl QpInner {
         } else {
             st.outgoing.set(slot, Outgoing { next: i + 1, ..o });
         }
-        let Some(path) = self.tx_path(st) else {
-            return Ok(());
-        };
         let msn = st.resp.as_ref().map_or(0, |r| r.msn());
         let ack = Aeth::new(
             Syndrome::Ack {
@@ -663,7 +674,7 @@ impl QpInner {
             let mut h = Headers::new(self.bth(st, Opcode::RcAtomicAcknowledge, res.first_psn));
             h.aeth = Some(ack);
             h.atomic_ack_eth = Some(AtomicAckEth { orig: res.data });
-            let _ = self.dev.tx.send(&path, &h, 0, |_| true);
+            let _ = batch.send(&h, 0, false, |_| true);
             return Ok(());
         }
         let Some(Some(rd)) = st.reads.get(slot) else {
@@ -683,7 +694,8 @@ impl QpInner {
             h.aeth = Some(ack);
         }
         let mut refused = false;
-        let _ = self.dev.tx.send(&path, &h, len, |buf| {
+        let more = matches!(opc, Opcode::RcRdmaReadResponseMiddle);
+        let _ = batch.send(&h, len, more, |buf| {
             // A zero-length READ has no MR and one empty response.
             refused = rd
                 .mr

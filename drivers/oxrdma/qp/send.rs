@@ -519,6 +519,9 @@ impl QpInner {
 
     pub(super) fn transmit(&self, st: &mut QpState, now: u64, budget: &mut u32) {
         let Some(path) = self.tx_path(st) else { return };
+        // Runs of a message's middle packets leave as one segmentation offload; the batch
+        // sends what it holds when it goes out of scope, before this returns.
+        let mut batch = self.dev.tx.batch(&path);
         while *budget > 0 {
             let Some(req) = st.req.as_mut() else { return };
             let Some(tx) = req.next_packet(now) else {
@@ -594,7 +597,8 @@ impl QpInner {
             let mut local_err = None;
             let dev = &self.dev;
             let pdn = self.pdn;
-            let r = dev.tx.send(&path, &h, payload as usize, |buf| {
+            let more = !tx.first && !tx.last;
+            let r = batch.send(&h, payload as usize, more, |buf| {
                 if let Err(s) = gather(dev, pdn, op, tx.offset as usize, buf) {
                     local_err = Some(s);
                     false
