@@ -366,6 +366,38 @@ def build(p, icrc=True):
 
 # ---- parse
 
+VIRTIO_NET_HDR_LEN = 10
+VIRTIO_NET_HDR_GSO_UDP_L4 = 5
+
+
+def split_udp_gso(ip_packet, gso_size):
+    """The datagrams that UDP segmentation offload cuts IP_PACKET (one UDP datagram) into,
+    GSO_SIZE payload bytes each (the last may be shorter), as the kernel cuts them: the IP and
+    UDP headers copied into each with its own lengths, IPv4 identifications counting up from
+    the packet's, the IPv4 header checksum recomputed; the UDP checksum is copied as it is
+    (the ICRC masks it). A packet whose payload fits one segment is returned as it is."""
+    ver = ip_packet[0] >> 4
+    ihl = (ip_packet[0] & 0x0f) * 4 if ver == 4 else 40
+    hl = ihl + 8
+    payload = ip_packet[hl:]
+    if gso_size <= 0 or len(payload) <= gso_size:
+        return [ip_packet]
+    out = []
+    ip_id = struct.unpack_from("!H", ip_packet, 4)[0] if ver == 4 else 0
+    for i, at in enumerate(range(0, len(payload), gso_size)):
+        seg = payload[at:at + gso_size]
+        h = bytearray(ip_packet[:hl])
+        if ver == 4:
+            struct.pack_into("!HH", h, 2, hl + len(seg), (ip_id + i) & 0xffff)
+            struct.pack_into("!H", h, 10, 0)
+            struct.pack_into("!H", h, 10, _csum16(bytes(h[:ihl])))
+        else:
+            struct.pack_into("!H", h, 4, 8 + len(seg))
+        struct.pack_into("!H", h, ihl + 4, 8 + len(seg))
+        out.append(bytes(h) + seg)
+    return out
+
+
 def strip_ethernet(frame):
     """The IP packet in an Ethernet frame (802.1Q tags skipped). Raises ValueError otherwise."""
     off = 12
@@ -480,6 +512,10 @@ def parse(ip_packet, any_port=False):
 IPV6_HDRINCL = getattr(socket, "IPV6_HDRINCL", 36)
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+SOL_PACKET = getattr(socket, "SOL_PACKET", 263)
+PACKET_VNET_HDR = 15
+ARPHRD_ETHER = 1
+ARPHRD_LOOPBACK = 772
 
 
 def _link_local_ifname(addr):
@@ -532,6 +568,7 @@ class Injector:
             self.scope_id = socket.if_nametoindex(ifname)
         self.ifname = ifname
         self.tx = self.rx = self.udp = None
+        self.pending = []
         try:
             if self.version == 4:
                 self.tx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
@@ -541,7 +578,11 @@ class Injector:
                 self.tx.setsockopt(socket.IPPROTO_IPV6, IPV6_HDRINCL, 1)
             if ifname:
                 self.tx.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, ifname.encode())
-            self.rx = socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_ALL))
+            # Link-layer frames (SOCK_RAW: what PACKET_VNET_HDR needs) with a virtio_net_hdr
+            # in front: a UDP GSO run (a veth carries it uncut) comes with its segment size,
+            # and recv_raw cuts it as the wire would.
+            self.rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            self.rx.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
             if ifname:
                 self.rx.bind((ifname, ETH_P_ALL))
             try:
@@ -649,7 +690,10 @@ class Injector:
                 return
 
     def recv_raw(self, timeout):
-        """The next IP packet (bytes) that is UDP to port 4791 at our address, or None."""
+        """The next IP packet (bytes) that is UDP to port 4791 at our address, or None. A UDP
+        segmentation offload run arrives as the packets it is cut into, one per call."""
+        if self.pending:
+            return self.pending.pop(0)
         end = time.monotonic() + timeout
         socks = [self.rx] + ([self.udp] if self.udp is not None else [])
         while True:
@@ -659,8 +703,18 @@ class Injector:
             if self.udp in ready:
                 self._drain_udp()
             if self.rx in ready:
-                data, addr = self.rx.recvfrom(65536)
+                frame, addr = self.rx.recvfrom(65536 + VIRTIO_NET_HDR_LEN + 64)
+                vnet, data = frame[:VIRTIO_NET_HDR_LEN], frame[VIRTIO_NET_HDR_LEN:]
+                if addr[3] in (ARPHRD_ETHER, ARPHRD_LOOPBACK):
+                    try:
+                        data = strip_ethernet(data)
+                    except ValueError:
+                        continue
                 if addr[2] != PACKET_OUTGOING and self._wanted(data):
+                    gso_type, gso_size = vnet[1], struct.unpack_from("<H", vnet, 4)[0]
+                    if gso_type == VIRTIO_NET_HDR_GSO_UDP_L4:
+                        self.pending = split_udp_gso(data, gso_size)
+                        return self.pending.pop(0)
                     return data
 
     def recv(self, timeout):

@@ -281,6 +281,35 @@ class Builder(unittest.TestCase):
         self.assertEqual(len(ip), 72)
         self.assertEqual(roce._csum16(ip[:20]), 0)
 
+    def test_split_udp_gso(self):
+        # A run of three WRITE MIDDLE packets and a shorter LAST, as one UDP GSO packet: each
+        # packet's ICRC over the headers it has once cut, as the driver computes it.
+        for v6 in (False, True):
+            src, dst = ("fd00::1", "fd00::2") if v6 else ("10.0.0.1", "10.0.0.2")
+            pkts = [roce.Pkt(roce.RC_RDMA_WRITE_MIDDLE, dest_qp=0x11, psn=7 + i,
+                             payload=bytes([i]) * 256, src=src, dst=dst, ip_id=0x10 + i)
+                    for i in range(3)]
+            pkts.append(roce.Pkt(roce.RC_RDMA_WRITE_LAST, dest_qp=0x11, psn=10,
+                                 payload=b"z" * 100, src=src, dst=dst, ip_id=0x13))
+            wire = [roce.build(p) for p in pkts]
+            hl = 48 if v6 else 28
+            run = bytearray(wire[0][:hl] + b"".join(w[hl:] for w in wire))
+            if v6:
+                struct.pack_into("!H", run, 4, len(run) - 40)
+            else:
+                struct.pack_into("!H", run, 2, len(run))
+            struct.pack_into("!H", run, hl - 4, len(run) - hl + 8)
+            cut = roce.split_udp_gso(bytes(run), len(wire[0]) - hl)
+            self.assertEqual(len(cut), 4)
+            for got, want, p in zip(cut, wire, pkts):
+                q = roce.parse(got)
+                self.assertTrue(q.icrc_ok)
+                self.assertEqual((q.psn, q.payload), (p.psn, p.payload))
+                # Equal but for the UDP checksum (IPv6: build fills one in).
+                self.assertEqual(got[:hl - 2], want[:hl - 2])
+                self.assertEqual(got[hl:], want[hl:])
+            self.assertEqual(roce.split_udp_gso(wire[0], 2000), [wire[0]])
+
     def test_strict_headers(self):
         p = roce.Pkt(roce.RC_RDMA_WRITE_ONLY, src="10.0.0.1", dst="10.0.0.2")
         self.assertRaises(ValueError, roce.build, p)               # no RETH
