@@ -479,7 +479,10 @@ impl TxBatch<'_> {
                 b.segs += 1;
                 b.closed = len < b.seg_len;
             }
-            Err(_) => self.open = None,
+            Err(_) => {
+                self.tx.stats.add(Counter::SendErr, b.segs as u64);
+                self.open = None;
+            }
         }
         res
     }
@@ -516,13 +519,26 @@ impl TxBatch<'_> {
         };
     }
 
+    /// Sends the `n` packets (at least two) of `b` as one segmentation offload.
     fn flush_run(&self, mut b: OpenBatch, n: usize) -> Result {
+        let tx = self.tx;
+        if let Err(e) = self.seal_run(&mut b, n) {
+            tx.stats.add(Counter::SendErr, n as u64);
+            return Err(e);
+        }
+        tx.xmit(self.path, &b.route, b.skb, n)?;
+        tx.stats.add(Counter::SentGsoPkts, n as u64);
+        Ok(())
+    }
+
+    /// Completes the run of `n` packets in `b`: each packet's ICRC over the IP and UDP
+    /// headers it will carry once cut, the run's own headers, the offload's geometry.
+    fn seal_run(&self, b: &mut OpenBatch, n: usize) -> Result {
         let (path, tx) = (self.path, self.tx);
         let ip_len = path.dst.headers_len();
         let base = tx.ip_id.fetch_add(n as u32, Ordering::Relaxed) as u16;
         let buf = b.skb.data_mut();
         let (net, iba) = buf.split_at_mut(ip_len);
-        // Each packet's ICRC over the headers it will carry once cut.
         let mut seg_net = [0u8; ip::IPV6_LEN + ip::UDP_LEN];
         let seg_net = &mut seg_net[..ip_len];
         for (i, seg) in iba.chunks_mut(b.seg_len).enumerate() {
@@ -532,10 +548,7 @@ impl TxBatch<'_> {
         }
         ip::write_headers_of_len(&Tx::ip_udp(path, base), ip_len + iba.len(), net)
             .map_err(|_| EINVAL)?;
-        b.skb.set_udp_gso(b.seg_len, n)?;
-        tx.xmit(path, &b.route, b.skb, n)?;
-        tx.stats.add(Counter::SentGsoPkts, n as u64);
-        Ok(())
+        b.skb.set_udp_gso(b.seg_len, n)
     }
 }
 
