@@ -182,7 +182,8 @@ impl Skb {
     /// the namespace of the route's device. The stack rewrites only what the driver must have
     /// written identically anyway: the IPv4 total length and header checksum, the IPv6
     /// payload length. It does not change the IPv4 identification, and it never touches the
-    /// UDP checksum (`ip_summed` stays `CHECKSUM_NONE`: "already computed").
+    /// UDP checksum (`ip_summed` stays `CHECKSUM_NONE`: "already computed"), except in a
+    /// packet marked by [`Skb::set_udp_gso`], whose datagrams get theirs where they are cut.
     ///
     /// Fails with `EINVAL` (packet freed) if the bytes are not an IP packet of the route's
     /// family whose length fields match the packet length, since the ICRC the driver computed
