@@ -445,7 +445,7 @@ struct OpenBatch {
 impl TxBatch<'_> {
     /// Sends a packet as [`Tx::send`] does, or adds it to the batch: `more` says packets of
     /// the same length are likely to follow (a message's middle packets). A failure of
-    /// `fill` (`EFAULT`) abandons the packets the batch holds as well.
+    /// `fill` (`EFAULT`) leaves the batch as it was.
     pub(crate) fn send(
         &mut self,
         h: &Headers,
@@ -470,19 +470,17 @@ impl TxBatch<'_> {
             return Err(EINVAL);
         };
         let at = self.path.dst.headers_len() + b.segs * b.seg_len;
-        let res = b.skb.put_zero(len).and_then(|()| {
-            let iba = &mut b.skb.data_mut()[at..];
-            write_iba(iba, h, payload_len, fill)
-        });
-        match res {
-            Ok(()) => {
-                b.segs += 1;
-                b.closed = len < b.seg_len;
-            }
-            Err(_) => {
-                self.tx.stats.add(Counter::SendErr, b.segs as u64);
-                self.open = None;
-            }
+        if b.skb.put_zero(len).is_err() {
+            // Not reached (`start` made room for `room` packets of at most `len` bytes).
+            self.flush();
+            return self.tx.send(self.path, h, payload_len, fill);
+        }
+        let res = write_iba(&mut b.skb.data_mut()[at..], h, payload_len, fill);
+        if res.is_ok() {
+            b.segs += 1;
+            b.closed = len < b.seg_len;
+        } else {
+            b.skb.trim(at);
         }
         res
     }
@@ -490,6 +488,9 @@ impl TxBatch<'_> {
     /// Opens the batch for packets of `len` bytes; false if it cannot (no route, no memory:
     /// the packet goes alone, which reports the error).
     fn start(&mut self, len: usize) -> bool {
+        if !crate::ox::params::roce_gso() {
+            return false;
+        }
         let Ok((nd, route)) = self.tx.route(self.path, now_us()) else {
             return false;
         };
@@ -524,6 +525,7 @@ impl TxBatch<'_> {
         let tx = self.tx;
         if let Err(e) = self.seal_run(&mut b, n) {
             tx.stats.add(Counter::SendErr, n as u64);
+            b.skb.discard();
             return Err(e);
         }
         tx.xmit(self.path, &b.route, b.skb, n)?;

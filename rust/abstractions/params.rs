@@ -44,3 +44,10 @@ pub fn iwarp_ext() -> bool {
     // SAFETY: reads a module-lifetime static once.
     unsafe { bindings::oxrdma_param_iwarp_ext() }
 }
+
+/// `roce_gso`: oxroce sends runs of equally long RoCE v2 packets as one UDP segmentation
+/// offload (off: each packet in an skb of its own). Read at each run; writable at any time.
+pub fn roce_gso() -> bool {
+    // SAFETY: reads a module-lifetime static once.
+    unsafe { bindings::oxrdma_param_roce_gso() }
+}

@@ -103,6 +103,16 @@ impl Skb {
         Ok(())
     }
 
+    /// Shortens the packet to `len` bytes (nothing happens if it is not longer).
+    pub fn trim(&mut self, len: usize) {
+        if len < self.len() {
+            // `len` is below the current length, a `u32`.
+            // SAFETY: owned and linear (type invariant); trimming keeps `data[..len]` as it
+            // was and the network header where it is.
+            unsafe { bindings::oxrdma_skb_trim(self.ptr.as_ptr(), len as u32) };
+        }
+    }
+
     /// Marks the packet, a complete IP packet carrying one UDP datagram, for UDP segmentation
     /// offload: the stack or the device sends it as `segs` datagrams of `seg_len` payload
     /// bytes each (the last one shorter or as long), each with a copy of the IP and UDP
@@ -130,7 +140,8 @@ impl Skb {
         if !udp_ok || !fits {
             return Err(EINVAL);
         }
-        // `segs` and `seg_len` are below the packet length (`fits`), which is a `u32`.
+        // `segs` and `seg_len` are below the UDP length (`fits`, `udp_ok`), a 16-bit field,
+        // so they fit `gso_segs` and `gso_size` (`unsigned short`).
         // SAFETY: owned and linear (type invariant), an IP header of `ip_hlen` bytes followed
         // by a whole UDP header inside the data (checked above).
         unsafe {

@@ -211,3 +211,13 @@ u32 oxrdma_param_iwarp_zcopy(void)
 {
 	return READ_ONCE(iwarp_zcopy);
 }
+
+static bool roce_gso = true;
+module_param(roce_gso, bool, 0644);
+MODULE_PARM_DESC(roce_gso,
+		 "oxroce sends runs of equally long RoCE v2 packets as one UDP segmentation offload; off: every packet in an skb of its own, for a NIC whose UDP segmentation does not count IPv4 identifications up (default: on)");
+
+bool oxrdma_param_roce_gso(void)
+{
+	return READ_ONCE(roce_gso);
+}

@@ -76,13 +76,14 @@ struct ida;
 void oxrdma_ida_init(struct ida *ida);
 
 /*
- * The module parameters iwarp_markers, iwarp_crc, iwarp_p2p, iwarp_zcopy, iwarp_ext
- * (/sys/module/oxrdma/parameters/).
+ * The module parameters iwarp_markers, iwarp_crc, iwarp_p2p, iwarp_zcopy, iwarp_ext,
+ * roce_gso (/sys/module/oxrdma/parameters/).
  */
 bool oxrdma_param_iwarp_markers(void);
 bool oxrdma_param_iwarp_crc(void);
 u32 oxrdma_param_iwarp_p2p(void);
 u32 oxrdma_param_iwarp_zcopy(void);
 bool oxrdma_param_iwarp_ext(void);
+bool oxrdma_param_roce_gso(void);
 
 #endif

@@ -51,6 +51,11 @@ unsigned int oxrdma_skb_tailroom(const struct sk_buff *skb)
 	return skb_tailroom(skb);
 }
 
+void oxrdma_skb_trim(struct sk_buff *skb, unsigned int len)
+{
+	skb_trim(skb, len);
+}
+
 void oxrdma_skb_set_udp_gso(struct sk_buff *skb, unsigned int ip_hlen, unsigned int seg_len,
 			    unsigned int segs, bool ipv6)
 {

@@ -24,8 +24,9 @@ struct sk_buff *oxrdma_alloc_skb_atomic(unsigned int size);
 /* skb_reserve(), skb_put_zero(), skb_reset_network_header() */
 void oxrdma_skb_reserve(struct sk_buff *skb, unsigned int len);
 void *oxrdma_skb_put_zero(struct sk_buff *skb, unsigned int len);
-/* skb_tailroom() */
+/* skb_tailroom(), skb_trim() */
 unsigned int oxrdma_skb_tailroom(const struct sk_buff *skb);
+void oxrdma_skb_trim(struct sk_buff *skb, unsigned int len);
 /*
  * Marks the complete IPv4 or IPv6 packet at skb->data (network header there; @ip_hlen bytes
  * of IP header, then a UDP header whose length field covers the rest) for UDP segmentation

@@ -3,8 +3,8 @@
 # RC over RoCE v2 between two oxroce devices in two network namespaces: ibv_rc_pingpong with its
 # buffer check (-c), over IPv4 and over IPv6 GIDs, several message sizes (one packet, several
 # packets, not a multiple of the MTU), and ibv_srq_pingpong (4 QPs on one SRQ); the device
-# counters agree (and show segmentation offload runs). rxe cannot do this on 6.12 (init_net
-# only).
+# counters agree (and show segmentation offload runs, none with roce_gso=0). rxe cannot do
+# this on 6.12 (init_net only).
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
@@ -73,6 +73,16 @@ done
 gso_a=$(counter "$stats_a" sent_gso_pkts)
 [ -n "$gso_a" ] && [ "$gso_a" -gt 1000 ] || fail "oxa_r sent_gso_pkts: '$gso_a'"
 info "oxa_r: $gso_a of $sent_a packets sent in segmentation offload runs"
+# roce_gso=0: every packet alone, the data still right.
+echo 0 >/sys/module/oxrdma/parameters/roce_gso
+run_pair_ns --port 18515 120 \
+	ibv_rc_pingpong -d oxb_r -g "$gid_b" -n "$iters" -s 9000 -c -- \
+	ibv_rc_pingpong -d oxa_r -g "$gid_a" -n "$iters" -s 9000 -c "$NS_B_IP4"
+check_side "roce_gso=0 server" "$PAIR_SERVER_OUT" "$iters"
+check_side "roce_gso=0 client" "$PAIR_CLIENT_OUT" "$iters"
+expect_ok rdma statistic show link oxa_r/1
+expect_eq "$(counter "$EXPECT_OUT" sent_gso_pkts)" "$gso_a" "no runs with roce_gso=0"
+echo 1 >/sys/module/oxrdma/parameters/roce_gso
 
 # After traffic (cached routes, open UDP tunnels), deleting a namespace removes its device and
 # releases its netdev at once.

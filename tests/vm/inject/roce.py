@@ -711,7 +711,8 @@ class Injector:
                     except ValueError:
                         continue
                 if addr[2] != PACKET_OUTGOING and self._wanted(data):
-                    gso_type, gso_size = vnet[1], struct.unpack_from("<H", vnet, 4)[0]
+                    # Native byte order (virtio 1.0 little-endian, as the host).
+                    gso_type, gso_size = vnet[1] & 0x7f, struct.unpack_from("=H", vnet, 4)[0]
                     if gso_type == VIRTIO_NET_HDR_GSO_UDP_L4:
                         self.pending = split_udp_gso(data, gso_size)
                         return self.pending.pop(0)
