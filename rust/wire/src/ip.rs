@@ -272,6 +272,65 @@ pub fn parse(pkt: &[u8]) -> Option<Received> {
     }
 }
 
+/// How the IPv4 packets cut from one received run are numbered: from the run's first
+/// identification up by one each (`inet_gso_segment`, and what receive offload merges by
+/// default), or all with the first's (receive offload merges such a flow too, when its
+/// packets have DF set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentIds {
+    /// Packet `i` has the run's identification plus `i`.
+    Counting,
+    /// Every packet has the run's identification.
+    Fixed,
+}
+
+/// The most bytes [`segment_headers`] writes: an IPv6 and a UDP header.
+pub const MAX_SEGMENT_HEADERS: usize = IPV6_LEN + UDP_LEN;
+
+/// Rebuilds the IP and UDP headers that packet `index` of a received run had on the wire: a
+/// run is one buffer of several datagrams' UDP payloads, each `segment` bytes but the last,
+/// behind the headers of the whole (`run`: an IPv4 header without options or an IPv6 header
+/// without extensions, then the UDP header). Packet `index` carries `udp_payload` bytes; its
+/// headers are the run's with its own lengths, its IPv4 identification as `ids` says (header
+/// checksum recomputed) and the run's UDP checksum (not that packet's: callers ignore it, as
+/// the ICRC does). Writes them to the start of `out`; returns their length, or `None` for
+/// other headers or lengths beyond 16 bits.
+pub fn segment_headers(
+    run: &[u8],
+    index: u16,
+    udp_payload: usize,
+    ids: SegmentIds,
+    out: &mut [u8; MAX_SEGMENT_HEADERS],
+) -> Option<usize> {
+    let ip_len = match run.first()? {
+        0x45 => IPV4_LEN,
+        v if v >> 4 == 6 => IPV6_LEN,
+        _ => return None,
+    };
+    let len = ip_len + UDP_LEN;
+    if run.len() != len || run[if ip_len == IPV4_LEN { 9 } else { 6 }] != IPPROTO_UDP {
+        return None;
+    }
+    let udp_len = u16::try_from(UDP_LEN + udp_payload).ok()?;
+    let out = &mut out[..len];
+    out.copy_from_slice(run);
+    if ip_len == IPV4_LEN {
+        let total = u16::try_from(len + udp_payload).ok()?;
+        out[2..4].copy_from_slice(&total.to_be_bytes());
+        if ids == SegmentIds::Counting {
+            let id = u16::from_be_bytes([out[4], out[5]]).wrapping_add(index);
+            out[4..6].copy_from_slice(&id.to_be_bytes());
+        }
+        out[10..12].copy_from_slice(&[0, 0]);
+        let csum = internet_checksum(&out[..IPV4_LEN]);
+        out[10..12].copy_from_slice(&csum.to_be_bytes());
+    } else {
+        out[4..6].copy_from_slice(&udp_len.to_be_bytes());
+    }
+    out[ip_len + 4..ip_len + 6].copy_from_slice(&udp_len.to_be_bytes());
+    Some(len)
+}
+
 /// The UDP source port of a RoCE v2 flow between two QPs: a hash folded into the range
 /// 0xC000..=0xFFFF that RoCE v2 recommends, stable for the connection (as rxe does).
 pub const fn flow_sport(qpn: u32, dest_qpn: u32) -> u16 {
@@ -347,6 +406,60 @@ mod tests {
                 Err(IpError::Short)
             );
         }
+    }
+
+    #[test]
+    fn segment_headers_are_those_of_each_cut_packet() {
+        let v6 = IpUdp {
+            src: IpAddr::V6([0xfd, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+            dst: IpAddr::V6([0xfd, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]),
+            flow_label: 0x54321,
+            ..v4hdr()
+        };
+        let near_wrap = IpUdp {
+            id: 0xfffe,
+            ..v4hdr()
+        };
+        for h in [v4hdr(), near_wrap, v6] {
+            let hl = if matches!(h.src, IpAddr::V4(_)) {
+                28
+            } else {
+                48
+            };
+            // A run of three 1040-byte datagrams and one of 100: the run's own headers.
+            let mut run = [0u8; 48];
+            write_headers_of_len(&h, hl + 3 * 1040 + 100, &mut run[..hl]).unwrap();
+            for (i, payload) in [(0u16, 1040usize), (1, 1040), (2, 1040), (3, 100)] {
+                for ids in [SegmentIds::Counting, SegmentIds::Fixed] {
+                    let mut got = [0u8; MAX_SEGMENT_HEADERS];
+                    assert_eq!(
+                        segment_headers(&run[..hl], i, payload, ids, &mut got),
+                        Some(hl)
+                    );
+                    let id = match ids {
+                        SegmentIds::Counting => h.id.wrapping_add(i),
+                        SegmentIds::Fixed => h.id,
+                    };
+                    let mut want = [0u8; 48];
+                    write_headers_of_len(&IpUdp { id, ..h }, hl + payload, &mut want[..hl])
+                        .unwrap();
+                    assert_eq!(got[..hl], want[..hl], "packet {i}, {ids:?}");
+                }
+            }
+        }
+        let mut out = [0u8; MAX_SEGMENT_HEADERS];
+        let mut run = [0u8; 28];
+        write_headers_of_len(&v4hdr(), 2000, &mut run).unwrap();
+        let c = SegmentIds::Counting;
+        assert_eq!(segment_headers(&run[..27], 0, 10, c, &mut out), None);
+        assert_eq!(segment_headers(&run, 0, 70000, c, &mut out), None);
+        let mut opts = run;
+        opts[0] = 0x46;
+        assert_eq!(segment_headers(&opts, 0, 10, c, &mut out), None);
+        let mut tcp = run;
+        tcp[9] = 6;
+        assert_eq!(segment_headers(&tcp, 0, 10, c, &mut out), None);
+        assert_eq!(segment_headers(&[], 0, 10, c, &mut out), None);
     }
 
     #[test]
