@@ -1,26 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
-//! RoCE reception: the module's receiver of every namespace's UDP tunnel (RoCE v2) and of
+//! RoCE reception: the module's receiver of every namespace's RoCE v2 UDP sockets and of
 //! ethertype 0x8915 frames (RoCE v1). Each packet is processed where it arrives, in the
 //! receive softirq: the device it is for (by the netdev it came in on), the ICRC, the QP, the
 //! QP's responder or completer, the ACK. No queue, no worker, and nothing allocated per
-//! packet.
+//! packet. A run of packets that arrives as one datagram (segmentation offload not cut on
+//! the way) is walked packet by packet, each with the IP and UDP headers it had on the wire
+//! rebuilt for its ICRC.
 
 use crate::dev::RoceDev;
 use crate::mcast::Members;
-use crate::ox::net::NetDevice;
+use crate::ox::net::{NetDevice, NetNs};
 use crate::ox::packet_type::EtherTypeReceiver;
-use crate::ox::skb::RxSkb;
+use crate::ox::skb::{RxDatagram, RxSkb};
 use crate::ox::sync::SpinLockBh;
 use crate::ox::timer::now_us;
-use crate::ox::udp_tunnel::UdpEncapReceiver;
+use crate::ox::udp_tunnel::UdpReceiver;
 use crate::qp::{NetHeader, QpInner};
 use crate::stats::Counter;
 use crate::tx::{KernelCrc, KernelCrc32c};
 use crate::uapi::queue::network_hdr;
 use crate::wire::grh::{self, GRH_LEN};
 use crate::wire::headers::{pkey_matches, DEFAULT_PKEY, MULTICAST_QPN};
-use crate::wire::icrc::{self, Encap};
-use crate::wire::ip;
+use crate::wire::icrc::{self, Encap, ICRC_LEN};
+use crate::wire::ip::{self, SegmentIds};
+use crate::wire::opcode::BTH_LEN;
 use crate::wire::packet::{self, Packet};
 use kernel::{
     alloc::{flags::GFP_KERNEL, KVec},
@@ -105,10 +108,10 @@ impl RoceRx {
 
     /// The devices a packet arriving on `ingress` may be for; `true`: an exact match (the
     /// device on that netdev). Otherwise the namespace's devices, each with its netdev.
-    fn candidates(&self, ingress: &NetDevice) -> ([Option<Candidate>; CANDIDATES], bool) {
+    fn candidates(&self, ingress: Ingress<'_>) -> ([Option<Candidate>; CANDIDATES], bool) {
         let mut out: [Option<Candidate>; CANDIDATES] = Default::default();
         let index = self.index.lock();
-        if let Some(e) = index.iter().flatten().find(|e| *e.netdev == *ingress) {
+        if let Some(e) = index.iter().flatten().find(|e| ingress.is(&e.netdev)) {
             out[0] = Some(Candidate {
                 dev: e.dev.clone(),
                 netdev: None,
@@ -119,7 +122,7 @@ impl RoceRx {
             index
                 .iter()
                 .flatten()
-                .filter(|e| e.netdev.same_net(ingress)),
+                .filter(|e| ingress.same_net(&e.netdev)),
         ) {
             *slot = Some(Candidate {
                 dev: e.dev.clone(),
@@ -130,21 +133,70 @@ impl RoceRx {
     }
 }
 
+/// Where a packet came in.
+#[derive(Clone, Copy)]
+enum Ingress<'a> {
+    /// On this device (a frame's handler gets it).
+    Dev(&'a NetDevice),
+    /// On the device of this index in this namespace (a UDP datagram's).
+    Index { ifindex: i32, net: &'a NetNs },
+}
+
+impl Ingress<'_> {
+    /// Whether the packet came in on `nd`.
+    fn is(self, nd: &NetDevice) -> bool {
+        match self {
+            Ingress::Dev(d) => *d == *nd,
+            Ingress::Index { ifindex, net } => nd.ifindex() == ifindex && nd.is_in(net),
+        }
+    }
+
+    /// Whether the packet came in in `nd`'s namespace.
+    fn same_net(self, nd: &NetDevice) -> bool {
+        match self {
+            Ingress::Dev(d) => d.same_net(nd),
+            Ingress::Index { net, .. } => nd.is_in(net),
+        }
+    }
+}
+
 /// A device a packet may be for; `netdev` is its netdev when the packet did not arrive on it.
 struct Candidate {
     dev: Arc<RoceDev>,
     netdev: Option<ARef<NetDevice>>,
 }
 
-impl UdpEncapReceiver for RoceRx {
-    fn receive(&self, pkt: RxSkb) {
-        let (devs, exact) = self.candidates(pkt.ingress());
-        let bytes = pkt.network_packet();
+impl UdpReceiver for RoceRx {
+    fn receive(&self, net: &NetNs, pkt: RxDatagram) {
+        let ingress = Ingress::Index {
+            ifindex: pkt.ingress_ifindex(),
+            net,
+        };
+        let (devs, exact) = self.candidates(ingress);
         let now = now_us();
-        let handled = devs
-            .iter()
-            .flatten()
-            .any(|c| receive(&c.dev, c.netdev.as_deref(), &self.crc, bytes, exact, now));
+        let to_any = |net: Net<'_>, iba: &[u8]| {
+            devs.iter()
+                .flatten()
+                .any(|c| receive(&c.dev, c.netdev.as_deref(), &self.crc, net, iba, exact, now))
+        };
+        let (headers, payload) = (pkt.headers(), pkt.payload());
+        let handled = match pkt.segment_size() {
+            None => to_any(Net::Alone(headers), payload),
+            // The datagrams of a run one by one (a run shorter than a BTH and an ICRC per
+            // datagram is none of ours: that also bounds the walk).
+            Some(size) if size >= BTH_LEN + ICRC_LEN => {
+                let mut handled = false;
+                for (index, iba) in (0..=u16::MAX).zip(payload.chunks(size)) {
+                    let run = Net::Cut {
+                        run: headers,
+                        index,
+                    };
+                    handled |= to_any(run, iba);
+                }
+                handled
+            }
+            Some(_) => false,
+        };
         if handled {
             drop(pkt);
         } else {
@@ -153,10 +205,39 @@ impl UdpEncapReceiver for RoceRx {
     }
 }
 
+/// The IP and UDP headers of a received RoCE v2 packet.
+#[derive(Clone, Copy)]
+enum Net<'a> {
+    /// It came alone: its own headers.
+    Alone(&'a [u8]),
+    /// It is packet `index` of a run that arrived as one datagram behind the headers `run`.
+    Cut { run: &'a [u8], index: u16 },
+}
+
+impl Net<'_> {
+    /// The headers the packet had on the wire, in `buf` if they must be rebuilt (a run's
+    /// packet whose IPv4 identification is the run's first one's plus its index, or the same
+    /// as the first's with `ids` [`SegmentIds::Fixed`]); `iba_len` is what follows them.
+    fn headers<'b>(
+        &'b self,
+        ids: SegmentIds,
+        iba_len: usize,
+        buf: &'b mut [u8; ip::MAX_SEGMENT_HEADERS],
+    ) -> Option<&'b [u8]> {
+        match *self {
+            Net::Alone(h) => Some(h),
+            Net::Cut { run, index } => {
+                let n = ip::segment_headers(run, index, iba_len, ids, buf)?;
+                Some(&buf[..n])
+            }
+        }
+    }
+}
+
 impl EtherTypeReceiver for RoceRx {
     /// RoCE v1 frames: only from the device's own netdev (RoCE v1 does not cross links).
     fn receive(&self, pkt: RxSkb) {
-        let (devs, exact) = self.candidates(pkt.ingress());
+        let (devs, exact) = self.candidates(Ingress::Dev(pkt.ingress()));
         let handled = match (&devs[0], exact) {
             (Some(c), true) => receive_v1(&c.dev, &self.crc, pkt.network_packet(), now_us()),
             _ => false,
@@ -207,15 +288,17 @@ fn receive_v1(dev: &RoceDev, crc: &KernelCrc, frame: &[u8], now: u64) -> bool {
     true
 }
 
-/// A received IP packet for device `dev`: checks it and gives it to its QP. Without `exact`
-/// (the packet did not arrive on the device's netdev, `netdev`, but on the loopback device),
-/// only if the packet's destination is the QP's source address or, for a QP without one (UD,
-/// GSI), an address of `netdev`. Returns whether the packet was the device's.
+/// A received IP packet for device `dev`, `net` its IP and UDP headers and `iba` the rest:
+/// checks it and gives it to its QP. Without `exact` (the packet did not arrive on the
+/// device's netdev, `netdev`, but on the loopback device), only if the packet's destination
+/// is the QP's source address or, for a QP without one (UD, GSI), an address of `netdev`.
+/// Returns whether the packet was the device's.
 fn receive(
     dev: &RoceDev,
     netdev: Option<&NetDevice>,
     crc: &KernelCrc,
-    pkt: &[u8],
+    net: Net<'_>,
+    iba: &[u8],
     exact: bool,
     now: u64,
 ) -> bool {
@@ -228,14 +311,17 @@ fn receive(
         }
         exact
     };
-    let Some(r) = ip::parse(pkt) else {
+    let mut buf = [0u8; ip::MAX_SEGMENT_HEADERS];
+    let Some(hdr) = net.headers(SegmentIds::Counting, iba.len(), &mut buf) else {
+        return drop();
+    };
+    let Some(r) = ip::parse(hdr).filter(|r| r.bth_offset == hdr.len()) else {
         return drop();
     };
     let (encap, kind) = match r.src {
         ip::IpAddr::V4(_) => (Encap::RoceV2Ipv4, network_hdr::IPV4),
         ip::IpAddr::V6(_) => (Encap::RoceV2Ipv6, network_hdr::IPV6),
     };
-    let iba = &pkt[r.bth_offset..];
     let Ok(p) = packet::parse(iba) else {
         return drop();
     };
@@ -262,10 +348,23 @@ fn receive(
             return false;
         }
     }
-    if icrc::verify_with(crc, encap, pkt).is_ok() {
+    let mut good = icrc::verify_split_with(crc, encap, hdr, iba).is_ok();
+    let mut fixed = [0u8; ip::MAX_SEGMENT_HEADERS];
+    let mut hdr = hdr;
+    if let (false, Net::Cut { index: 1.., .. }, Encap::RoceV2Ipv4) = (good, net, encap) {
+        // Receive offload also merges IPv4 packets that all carry one identification.
+        if let Some(h) = net.headers(SegmentIds::Fixed, iba.len(), &mut fixed) {
+            good = icrc::verify_split_with(crc, encap, h, iba).is_ok();
+            hdr = h;
+        }
+    }
+    if good {
         dev.tx.stats.inc(Counter::RcvdPkts);
+        if let Net::Cut { .. } = net {
+            dev.tx.stats.inc(Counter::RcvdGsoPkts);
+        }
         let net = NetHeader {
-            bytes: &pkt[..r.bth_offset - ip::UDP_LEN],
+            bytes: &hdr[..hdr.len() - ip::UDP_LEN],
             kind,
             sgid: r.src.to_gid(),
             dgid: r.dst.to_gid(),

@@ -39,9 +39,11 @@ pub(crate) enum Counter {
     SendErr,
     /// Packets of `SentPkts` that left in a run cut by segmentation offload.
     SentGsoPkts,
+    /// Packets of `RcvdPkts` that arrived in a run of segmentation offload not cut on the way.
+    RcvdGsoPkts,
 }
 
-const N: usize = 15;
+const N: usize = 16;
 
 /// The names, in [`Counter`] order.
 pub(crate) const NAMES: [HwStat; N] = [
@@ -60,6 +62,7 @@ pub(crate) const NAMES: [HwStat; N] = [
     HwStat::new(c_str!("rx_drop")),
     HwStat::new(c_str!("send_err")),
     HwStat::new(c_str!("sent_gso_pkts")),
+    HwStat::new(c_str!("rcvd_gso_pkts")),
 ];
 
 /// The counters of one device.

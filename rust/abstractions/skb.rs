@@ -6,13 +6,16 @@
 //!   RoCE ICRC covers IP header fields (IPv4 identification and total length, IPv6 payload
 //!   length), so the IP stack must not build the header. [`Skb::xmit`] hands it to
 //!   `ip_local_out`/`ip6_local_out` along a [`Route`].
-//! * [`RxSkb`]: a received packet, as the UDP tunnel socket delivers it (see
-//!   [`super::udp_tunnel`]): linear, with the IP packet exactly as received.
+//! * [`RxSkb`]: a received frame, as an ethertype handler gets it (see
+//!   [`super::packet_type`]): linear, with the network packet exactly as received.
+//! * [`RxDatagram`]: a received UDP datagram, as a RoCE v2 receive socket delivers it (see
+//!   [`super::udp_tunnel`]): linear, the IP packet exactly as received, possibly a run of
+//!   datagrams that UDP segmentation offload has not cut.
 //! * [`SkbQueue`]: a locked queue (`struct sk_buff_head`) to pass packets between contexts,
 //!   e.g. from the receive softirq to a work item.
 //!
 //! Ownership: each value owns its `sk_buff`; dropping one frees it as *consumed*
-//! (`consume_skb`); [`Skb::discard`]/[`RxSkb::discard`] free it as *dropped* (`kfree_skb`,
+//! (`consume_skb`); the `discard` methods free it as *dropped* (`kfree_skb`,
 //! visible to drop monitors). Every function here may be called from any context (process,
 //! softirq, hard IRQ with the exception of [`Skb::xmit`], which needs process or softirq
 //! context, like `ip_local_out`).
@@ -287,8 +290,7 @@ impl Drop for Skb {
     }
 }
 
-/// An owned received packet, as the UDP tunnel or an ethertype handler hands it to its
-/// receiver.
+/// An owned received frame, as an ethertype handler hands it to its receiver.
 ///
 /// # Invariants
 ///
@@ -337,20 +339,12 @@ impl RxSkb {
         unsafe { bindings::oxrdma_skb_protocol(self.ptr.as_ptr()) == ETH_P_IPV6_BE }
     }
 
-    /// The whole network packet as received, from the network header to the end (for RoCE v2:
-    /// IP header, UDP header, IBA headers, payload, ICRC; for a link-layer frame, any padding
-    /// too).
+    /// The whole network packet as received, from the network header to the end (for RoCE
+    /// v1: GRH, IBA headers, payload, ICRC and any link-layer padding).
     pub fn network_packet(&self) -> &[u8] {
-        let skb = self.ptr.as_ptr();
-        // The network header is at or before `data` (received packets are pulled past it), so
-        // the offset is not positive.
-        // SAFETY: `skb` is valid, owned and linear (type invariant): the bytes from the
-        // network header to `data + len` are initialised and in the linear buffer.
-        unsafe {
-            let off = bindings::oxrdma_skb_network_offset(skb);
-            let len = bindings::oxrdma_skb_len(skb) as usize + off.unsigned_abs() as usize;
-            core::slice::from_raw_parts(bindings::oxrdma_skb_network_header(skb), len)
-        }
+        // SAFETY: valid, owned and linear, its network header at or before `data` (type
+        // invariant).
+        unsafe { rx_network_packet(self.ptr) }
     }
 
     /// Frees the packet as dropped (`kfree_skb`), for drop monitors.
@@ -361,6 +355,24 @@ impl RxSkb {
         let _dev = unsafe { core::ptr::read(&me.dev) };
         // SAFETY: the skb is owned (type invariant) and given up here.
         unsafe { bindings::oxrdma_kfree_skb(me.ptr.as_ptr()) };
+    }
+}
+
+/// The bytes of received `skb` from its network header to the end of its data.
+///
+/// # Safety
+///
+/// `skb` is valid and linear, its network header at or before `data` (received packets are
+/// pulled past it), and it is not changed while the slice lives.
+unsafe fn rx_network_packet<'a>(skb: NonNull<bindings::sk_buff>) -> &'a [u8] {
+    let skb = skb.as_ptr();
+    // The network header is at or before `data`: the offset is not positive.
+    // SAFETY: `skb` is valid and linear (function contract): the bytes from the network
+    // header to `data + len` are initialised and in the linear buffer.
+    unsafe {
+        let off = bindings::oxrdma_skb_network_offset(skb);
+        let len = bindings::oxrdma_skb_len(skb) as usize + off.unsigned_abs() as usize;
+        core::slice::from_raw_parts(bindings::oxrdma_skb_network_header(skb), len)
     }
 }
 
@@ -393,6 +405,117 @@ impl Drop for RxSkb {
     fn drop(&mut self) {
         // SAFETY: this value owns the skb (type invariant); the device reference is dropped
         // with `self.dev`.
+        unsafe { bindings::oxrdma_consume_skb(self.ptr.as_ptr()) };
+    }
+}
+
+/// An owned UDP datagram taken from a receive socket's queue.
+///
+/// It may be a *run*: several datagrams of one flow in one buffer behind the first one's IP
+/// and UDP headers, each [`RxDatagram::segment_size`] bytes of UDP payload but the last, as
+/// UDP segmentation offload queues them when the receiving socket takes them uncut (its
+/// sender's segmentation offload crossed a veth or the loopback device uncut, or receive
+/// offload merged them). The headers then carry the run's lengths.
+///
+/// # Invariants
+///
+/// `ptr` is a valid `sk_buff` owned by this value: linear, its network header at the IP
+/// header, `data` at the UDP payload (the UDP layer pulled its header) and the data ending
+/// where the IP packet ends. `skb->dev` is not used: the device may be gone by the time a
+/// datagram queued on another CPU is taken.
+pub struct RxDatagram {
+    ptr: NonNull<bindings::sk_buff>,
+}
+
+// SAFETY: an owned skb may be used and freed on any CPU.
+unsafe impl Send for RxDatagram {}
+// SAFETY: `&self` methods only read.
+unsafe impl Sync for RxDatagram {}
+
+impl RxDatagram {
+    /// Adopts a datagram taken from a UDP socket's queue.
+    ///
+    /// # Safety
+    ///
+    /// `skb` must be valid, owned by the caller (ownership moves here), linear, with its
+    /// network header at the IP header, `data` at the UDP payload and the data ending where
+    /// the IP packet ends.
+    pub(crate) unsafe fn from_raw_udp(skb: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: guaranteed by the caller.
+        RxDatagram { ptr: skb }
+    }
+
+    /// The index of the device the datagram arrived on, in the receiving socket's namespace.
+    /// For a destination address local to the namespace this is the loopback device,
+    /// whatever device the sender routed through.
+    pub fn ingress_ifindex(&self) -> i32 {
+        // SAFETY: `self.ptr` is valid (type invariant).
+        unsafe { bindings::oxrdma_skb_iif(self.ptr.as_ptr()) }
+    }
+
+    /// Whether this is an IPv6 datagram (else IPv4).
+    pub fn is_ipv6(&self) -> bool {
+        // SAFETY: `self.ptr` is valid (type invariant).
+        unsafe { bindings::oxrdma_skb_protocol(self.ptr.as_ptr()) == ETH_P_IPV6_BE }
+    }
+
+    /// The IP packet as received: IP header, UDP header, UDP payload.
+    pub fn network_packet(&self) -> &[u8] {
+        // SAFETY: valid, owned and linear, its network header before `data` (type invariant).
+        unsafe { rx_network_packet(self.ptr) }
+    }
+
+    /// The IP and UDP headers (a run's: its first datagram's, with the run's lengths).
+    pub fn headers(&self) -> &[u8] {
+        let p = self.network_packet();
+        &p[..p.len() - self.payload().len()]
+    }
+
+    /// The UDP payload (a run's: every datagram's, one after the other).
+    pub fn payload(&self) -> &[u8] {
+        let skb = self.ptr.as_ptr();
+        // SAFETY: `skb` is valid, owned and linear (type invariant): `data[..len]` is
+        // initialised and in the linear buffer.
+        unsafe {
+            core::slice::from_raw_parts(
+                bindings::oxrdma_skb_data(skb),
+                bindings::oxrdma_skb_len(skb) as usize,
+            )
+        }
+    }
+
+    /// For a run, the UDP payload length of each of its datagrams but the last (at most this
+    /// long); `None` for a single datagram.
+    pub fn segment_size(&self) -> Option<usize> {
+        // SAFETY: `self.ptr` is valid (type invariant).
+        let size = unsafe { bindings::oxrdma_skb_gso_size(self.ptr.as_ptr()) };
+        (size != 0).then_some(size as usize)
+    }
+
+    /// Frees the datagram as dropped (`kfree_skb`), for drop monitors.
+    pub fn discard(self) {
+        let me = core::mem::ManuallyDrop::new(self);
+        // SAFETY: the skb is owned (type invariant) and given up here.
+        unsafe { bindings::oxrdma_kfree_skb(me.ptr.as_ptr()) };
+    }
+}
+
+impl private::Sealed for RxDatagram {}
+
+impl OwnedSkb for RxDatagram {
+    fn into_raw(self) -> *mut bindings::sk_buff {
+        core::mem::ManuallyDrop::new(self).ptr.as_ptr()
+    }
+
+    unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: the skb came from `RxDatagram::into_raw` (safety requirement) unchanged.
+        RxDatagram { ptr: skb }
+    }
+}
+
+impl Drop for RxDatagram {
+    fn drop(&mut self) {
+        // SAFETY: this value owns the skb (type invariant).
         unsafe { bindings::oxrdma_consume_skb(self.ptr.as_ptr()) };
     }
 }

@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
-//! RoCE v2 receive sockets: UDP tunnel sockets per network namespace.
+//! RoCE v2 receive sockets: a pair of UDP sockets per network namespace and port.
 //!
 //! A tunnel is a pair of kernel UDP sockets bound to one port (4791 for RoCE v2) in one
-//! network namespace, an IPv4 one and an IPv6 (`v6only`) one, set up as UDP encapsulation
-//! sockets (`setup_udp_tunnel_sock`) whose `encap_rcv` hands every packet to a
-//! [`UdpEncapReceiver`] as an [`RxSkb`].
+//! network namespace, an IPv4 one and an IPv6 (`v6only`) one, whose `sk_data_ready` hands
+//! every datagram queued on them to a [`UdpReceiver`] as an [`RxDatagram`], right away, in
+//! the softirq that queued it.
+//!
+//! They are plain UDP sockets, not encapsulation sockets (`encap_rcv`), for one reason: an
+//! encapsulation socket never gets a datagram of UDP segmentation offload uncut
+//! (`udp_unexpected_gso`: only tunnel offloads reach one), while a socket with the
+//! `UDP_GRO` behaviour (`ACCEPT_L4`) gets such a run whole, so that a sender's run that
+//! crossed a veth or the loopback device uncut is received as one unit. The UDP checksum
+//! is not verified (the receiver's ICRC covers all it covers); the datagram's memory is
+//! charged to the socket only until `data_ready` takes it off the queue, within the same
+//! softirq unless another CPU takes it first.
 //!
 //! # Lifetime
 //!
@@ -21,9 +30,10 @@
 //! tunnel left.
 //!
 //! Closing uses `udp_tunnel_sock_release`: it clears the socket's user data (the tunnel),
-//! waits for an RCU grace period (every `encap_rcv` in flight runs inside an RCU read-side
-//! section), then releases the socket. `encap_rcv` drops packets of a socket whose user data
-//! is gone, so once a tunnel is closed its receiver is never called again.
+//! waits for an RCU grace period (every `data_ready` runs inside an RCU read-side section),
+//! then releases the socket, freeing what is still queued. `data_ready` takes nothing off a
+//! socket whose user data is gone, so once a tunnel is closed its receiver is never called
+//! again.
 //!
 //! Locks: a namespace's slot, then a tunnel's state. Whoever closes a tunnel's sockets does so
 //! holding the tunnel's state lock; the namespace's `exit` takes that lock for every tunnel of
@@ -33,12 +43,12 @@
 //!
 //! [`TunnelRegistration::register`], its drop, [`TunnelRef::open`] and [`TunnelRef`]'s drop
 //! sleep: process context only, without the RTNL held (`open` takes it briefly), and not from
-//! a receiver. [`UdpEncapReceiver::receive`] runs in softirq context and must not sleep.
+//! a receiver. [`UdpReceiver::receive`] runs in softirq context and must not sleep.
 
 use super::bindings;
 use super::error::code;
 use super::net::{NetDevice, NetNs, NetRef};
-use super::skb::RxSkb;
+use super::skb::RxDatagram;
 use core::cell::UnsafeCell;
 use core::mem::size_of;
 use core::ptr::NonNull;
@@ -48,22 +58,28 @@ use kernel::sync::{Arc, Mutex};
 use kernel::types::Opaque;
 use kernel::{alloc::KVec, new_mutex};
 
-/// Receives the packets of a tunnel.
-pub trait UdpEncapReceiver: Send + Sync + 'static {
-    /// Called for each packet, in softirq context (must not sleep), possibly on several CPUs
-    /// at once. The packet is the receiver's: drop it, queue it ([`super::skb::SkbQueue`]),
-    /// or discard it.
-    fn receive(&self, pkt: RxSkb);
+/// Receives the datagrams of a tunnel.
+pub trait UdpReceiver: Send + Sync + 'static {
+    /// Called for each datagram (or run of datagrams) queued on the sockets of the tunnel in
+    /// namespace `net`, in softirq context (must not sleep), possibly on several CPUs at
+    /// once. The datagram is the receiver's: drop it, queue it ([`super::skb::SkbQueue`]), or
+    /// discard it.
+    fn receive(&self, net: &NetNs, pkt: RxDatagram);
 }
 
-/// `encap_type` for RoCE: any non-zero value enables `encap_rcv` (rxe uses 1, like VXLAN's
-/// `UDP_ENCAP_ESPINUDP_NON_IKE`).
-const ENCAP_TYPE: u8 = 1;
+/// The receive buffer of each socket. Datagrams are taken off the queue as they arrive, so
+/// this only bounds what several CPUs queue at once (a run of offload is up to 64 KiB).
+const RCVBUF: i32 = 4 << 20;
+
+/// The most datagrams one `data_ready` call takes off its socket's queue. Each call follows
+/// one queued datagram and takes at least one if any is there, so the queue never holds more
+/// datagrams than calls still to come: whatever one call leaves, later ones take.
+const BATCH: usize = 64;
 
 /// A tunnel: what the sockets' user data points to while they are open.
 #[pin_data]
 struct Tunnel {
-    receiver: Arc<dyn UdpEncapReceiver>,
+    receiver: Arc<dyn UdpReceiver>,
     port: u16,
     /// Whether the sockets are open (a mirror of `state.socks` for lockless readers).
     open: AtomicBool,
@@ -137,25 +153,25 @@ impl Sock {
         NonNull::new(sock).map(Sock).ok_or(EINVAL)
     }
 
-    /// Turns the socket into an encapsulation socket delivering to `tunnel`.
+    /// Makes the socket deliver what it receives to `tunnel` (from `data_ready`).
     ///
     /// # Safety
     ///
-    /// `net` must be the socket's namespace and alive; `tunnel` must stay valid until the
-    /// socket is released.
-    unsafe fn setup(&self, net: *mut bindings::net, tunnel: *const Tunnel) {
-        let mut cfg = bindings::udp_tunnel_sock_cfg {
-            sk_user_data: tunnel as *mut kernel::ffi::c_void,
-            encap_type: ENCAP_TYPE,
-            encap_rcv: Some(encap_rcv),
-            ..Default::default()
+    /// `tunnel` must stay valid until the socket is released.
+    unsafe fn set_reader(&self, tunnel: *const Tunnel) {
+        // SAFETY: the socket is valid and owned (type invariant), `tunnel` outlives it (safety
+        // requirement); process context (the caller's).
+        unsafe {
+            bindings::oxrdma_udp_sock_set_reader(
+                self.0.as_ptr(),
+                tunnel.cast_mut().cast(),
+                Some(data_ready),
+                RCVBUF,
+            )
         };
-        // SAFETY: the socket is valid (type invariant), `net` is its live namespace and `cfg`
-        // is valid for the call (safety requirements).
-        unsafe { bindings::setup_udp_tunnel_sock(net, self.0.as_ptr(), &mut cfg) };
     }
 
-    /// Clears the user data, waits for `encap_rcv`s in flight (`synchronize_rcu`), shuts the
+    /// Clears the user data, waits for `data_ready`s in flight (`synchronize_rcu`), shuts the
     /// socket down and releases it. Sleeps.
     fn release(self) {
         // SAFETY: the socket is owned (type invariant) and given up here.
@@ -163,41 +179,47 @@ impl Sock {
     }
 }
 
-/// `encap_rcv` of every tunnel socket.
+/// `sk_data_ready` of every tunnel socket: takes the queued datagrams to the receiver.
 ///
 /// # Safety
 ///
-/// Called by the UDP stack only, in softirq context with an owned `skb` whose data starts at
-/// the UDP header and whose network header is set.
-unsafe extern "C" fn encap_rcv(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> i32 {
+/// Called by the socket layer only, for a live socket set up by [`Sock::set_reader`], from
+/// the UDP receive path (softirq context) when it has queued a datagram.
+unsafe extern "C" fn data_ready(sk: *mut bindings::sock) {
     // SAFETY: balanced below; the sockets' user data is read under it, so `release` (which
     // clears it and then waits for a grace period) cannot free the tunnel while it is used.
     unsafe { bindings::oxrdma_rcu_read_lock() };
-    // SAFETY: `sk` is the live socket the stack delivers to (function safety requirement).
+    // SAFETY: `sk` is live (function safety requirement).
     let tunnel = unsafe { bindings::oxrdma_sk_user_data(sk) }.cast::<Tunnel>();
-    // SAFETY: `skb` is owned here (function safety requirement); `skb_linearize` may
-    // reallocate its data but keeps the header offsets.
-    let linear = !tunnel.is_null() && unsafe { bindings::oxrdma_skb_linearize(skb) } == 0;
-    match NonNull::new(skb) {
-        Some(skb) if linear => {
-            // The IP and UDP layers trimmed the skb to the packet's length (function contract).
-            // SAFETY: owned, linear, network header at the IP header, `skb->dev` the ingress
-            // device during this delivery; ownership moves to the `RxSkb` if there is one.
-            match unsafe { RxSkb::from_raw_rx(skb) } {
-                // SAFETY: a non-NULL user data is a `Tunnel` kept alive until a grace period
-                // after it is cleared; this runs inside an RCU read-side section.
-                Some(pkt) => unsafe { (*tunnel).receiver.receive(pkt) },
-                // SAFETY: still owned here; freed as dropped.
-                None => unsafe { bindings::oxrdma_kfree_skb(skb.as_ptr()) },
+    if !tunnel.is_null() {
+        // `NetNs` is a transparent wrapper of `Opaque<struct net>`.
+        // SAFETY: the socket's namespace outlives the socket (closed by the namespace's exit
+        // at the latest), which is live.
+        let net = unsafe { &*bindings::oxrdma_sock_net(sk).cast::<NetNs>() };
+        for _ in 0..BATCH {
+            // SAFETY: `sk` is a live UDP socket; the datagram, if any, is now ours (its memory
+            // uncharged from the socket).
+            let Some(skb) = NonNull::new(unsafe { bindings::oxrdma_udp_recv_skb(sk) }) else {
+                break;
+            };
+            // SAFETY: owned here; `skb_linearize` may reallocate the data but keeps the
+            // header offsets.
+            if unsafe { bindings::oxrdma_skb_linearize(skb.as_ptr()) } != 0 {
+                // SAFETY: still owned; freed as dropped.
+                unsafe { bindings::oxrdma_kfree_skb(skb.as_ptr()) };
+                continue;
             }
+            // The UDP layer queues a datagram with its network header at the IP header, `data`
+            // past the UDP header (`udp_csum_pull_header`), trimmed to the IP packet's length.
+            // SAFETY: owned and linear, laid out as the UDP layer queues datagrams (above).
+            let pkt = unsafe { RxDatagram::from_raw_udp(skb) };
+            // SAFETY: a non-NULL user data is a `Tunnel` kept alive until a grace period
+            // after it is cleared; this runs inside an RCU read-side section.
+            unsafe { (*tunnel).receiver.receive(net, pkt) };
         }
-        // SAFETY: the skb is owned here (function safety requirement); freed as dropped.
-        _ => unsafe { bindings::oxrdma_kfree_skb(skb) },
     }
     // SAFETY: taken above.
     unsafe { bindings::oxrdma_rcu_read_unlock() };
-    // Consumed: the stack does not process it further.
-    0
 }
 
 /// The tunnels of one namespace: the subsystem's `net_generic` data, initialised by
@@ -366,11 +388,7 @@ impl TunnelRef {
     /// in that namespace (by rxe, by another receiver) fails with `EADDRINUSE` and leaves
     /// nothing behind. `ENODEV` if the namespace is being dismantled; `EINVAL` without a
     /// [`TunnelRegistration`].
-    pub fn open(
-        dev: &NetDevice,
-        port: u16,
-        receiver: Arc<dyn UdpEncapReceiver>,
-    ) -> Result<TunnelRef> {
+    pub fn open(dev: &NetDevice, port: u16, receiver: Arc<dyn UdpReceiver>) -> Result<TunnelRef> {
         let net = NetRef::of(dev).ok_or(ENODEV)?;
         if !REGISTERED.load(Ordering::Acquire) {
             return Err(EINVAL);
@@ -422,12 +440,12 @@ impl TunnelRef {
                 }
             };
             let ptr: *const Tunnel = &*tunnel;
-            // SAFETY: `net` is the sockets' live namespace; the tunnel is kept alive by the
-            // namespace's slot and the handles until its sockets are released.
+            // SAFETY: the tunnel is kept alive by the namespace's slot and the handles until
+            // its sockets are released.
             unsafe {
-                v4.setup(net.as_ptr(), ptr);
+                v4.set_reader(ptr);
                 if let Some(s) = &v6 {
-                    s.setup(net.as_ptr(), ptr);
+                    s.set_reader(ptr);
                 }
             }
             st.socks = Some(Socks { v4, v6 });

@@ -23,6 +23,7 @@
 #include <net/route.h>
 #include <net/sock.h>
 #include <net/tcp.h>
+#include <net/udp.h>
 
 #include "net.h"
 
@@ -306,6 +307,41 @@ void oxrdma_rcu_read_unlock(void)
 void *oxrdma_sk_user_data(struct sock *sk)
 {
 	return rcu_dereference_sk_user_data(sk);
+}
+
+void oxrdma_udp_sock_set_reader(struct socket *sock, void *user_data,
+				void (*data_ready)(struct sock *sk), int rcvbuf)
+{
+	struct sock *sk = sock->sk;
+
+	sock_set_rcvbuf(sk, rcvbuf);
+	udp_set_bit(ACCEPT_L4, sk);
+	write_lock_bh(&sk->sk_callback_lock);
+	rcu_assign_sk_user_data(sk, user_data);
+	sk->sk_data_ready = data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+struct sk_buff *oxrdma_udp_recv_skb(struct sock *sk)
+{
+	int err;
+
+	return skb_recv_udp(sk, MSG_DONTWAIT, &err);
+}
+
+unsigned int oxrdma_skb_gso_size(const struct sk_buff *skb)
+{
+	return skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : 0;
+}
+
+int oxrdma_skb_iif(const struct sk_buff *skb)
+{
+	return skb->skb_iif;
+}
+
+struct net *oxrdma_sock_net(const struct sock *sk)
+{
+	return sock_net(sk);
 }
 
 void oxrdma_skb_queue_head_init(struct sk_buff_head *list)

@@ -117,6 +117,24 @@ void oxrdma_rcu_read_lock(void);
 void oxrdma_rcu_read_unlock(void);
 void *oxrdma_sk_user_data(struct sock *sk);
 
+/*
+ * Makes kernel UDP socket @sock deliver to @data_ready: @user_data as its RCU-protected user
+ * data and @data_ready as sk_data_ready (under sk_callback_lock), the receive buffer set to
+ * @rcvbuf bytes (sock_set_rcvbuf(): takes the socket lock, process context), and datagrams
+ * of UDP segmentation offload (SKB_GSO_UDP_L4, not frag lists) queued uncut, as with the
+ * UDP_GRO socket option.
+ */
+void oxrdma_udp_sock_set_reader(struct socket *sock, void *user_data,
+				void (*data_ready)(struct sock *sk), int rcvbuf);
+/* skb_recv_udp(sk, MSG_DONTWAIT, &err): the oldest queued datagram (uncharged), or NULL. */
+struct sk_buff *oxrdma_udp_recv_skb(struct sock *sk);
+/* skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : 0 */
+unsigned int oxrdma_skb_gso_size(const struct sk_buff *skb);
+/* skb->skb_iif: the index of the device the packet arrived on. */
+int oxrdma_skb_iif(const struct sk_buff *skb);
+/* sock_net(sk) */
+struct net *oxrdma_sock_net(const struct sock *sk);
+
 /* skb_queue_head_init(), skb_queue_len_lockless() */
 void oxrdma_skb_queue_head_init(struct sk_buff_head *list);
 u32 oxrdma_skb_queue_len(const struct sk_buff_head *list);

@@ -68,11 +68,15 @@ expect_eq "$(($(counter "$stats_a" rcvd_pkts) + $(counter "$stats_a" rx_drop)))"
 for k in icrc_err send_err; do
 	expect_eq "$(counter "$stats_a" "$k")$(counter "$stats_b" "$k")" 00 "$k on a clean link"
 done
-# Multi-packet messages leave in runs cut by UDP segmentation offload (and arrived whole: the
-# counts above include them).
+# Multi-packet messages leave in runs of UDP segmentation offload, which cross the veth uncut
+# and are received as one datagram, walked packet by packet (the counts above include them):
+# every packet sent in a run arrived in one.
 gso_a=$(counter "$stats_a" sent_gso_pkts)
 [ -n "$gso_a" ] && [ "$gso_a" -gt 1000 ] || fail "oxa_r sent_gso_pkts: '$gso_a'"
 info "oxa_r: $gso_a of $sent_a packets sent in segmentation offload runs"
+expect_eq "$(counter "$stats_b" rcvd_gso_pkts)" "$gso_a" "packets oxb_r got in runs, oxa_r sent"
+expect_eq "$(counter "$stats_a" rcvd_gso_pkts)" "$(counter "$stats_b" sent_gso_pkts)" \
+	"packets oxa_r got in runs, oxb_r sent"
 # roce_gso=0: every packet alone, the data still right.
 echo 0 >/sys/module/oxrdma/parameters/roce_gso
 run_pair_ns --port 18515 120 \

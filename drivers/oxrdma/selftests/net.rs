@@ -8,8 +8,8 @@ use crate::ox::error::code;
 use crate::ox::kunit::{msleep, Test};
 use crate::ox::net::{NetDevice, NetNs};
 use crate::ox::route::Route;
-use crate::ox::skb::{RxSkb, Skb, SkbQueue};
-use crate::ox::udp_tunnel::{TunnelRef, UdpEncapReceiver};
+use crate::ox::skb::{RxDatagram, Skb, SkbQueue};
+use crate::ox::udp_tunnel::{TunnelRef, UdpReceiver};
 use kernel::c_str;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -21,11 +21,11 @@ const SPORT: u16 = 0xc0de;
 
 /// Collects what a tunnel receives (softirq) for the test thread.
 struct Collect {
-    q: SkbQueue<RxSkb>,
+    q: SkbQueue<RxDatagram>,
 }
 
-impl UdpEncapReceiver for Collect {
-    fn receive(&self, pkt: RxSkb) {
+impl UdpReceiver for Collect {
+    fn receive(&self, _net: &NetNs, pkt: RxDatagram) {
         self.q.push(pkt);
     }
 }
@@ -143,7 +143,7 @@ fn send(t: &mut Test, ipv6: bool, dport: u16, len: usize, id: u16) -> Option<KVe
 }
 
 /// Waits up to one second for a packet.
-fn wait(rx: &Collect) -> Option<RxSkb> {
+fn wait(rx: &Collect) -> Option<RxDatagram> {
     for _ in 0..100 {
         if let Some(p) = rx.q.pop() {
             return Some(p);
@@ -222,7 +222,7 @@ fn tunnel_v4_delivers_exact_bytes(t: &mut Test) {
         match wait(&rx) {
             Some(p) => {
                 t.expect(!p.is_ipv6(), "IPv4");
-                t.expect(*p.ingress() == *dev, "arrived on lo");
+                t.expect_eq(p.ingress_ifindex(), dev.ifindex());
                 t.expect_eq(p.network_packet().len(), sent.len());
                 t.expect(
                     p.network_packet() == &sent[..],
@@ -251,7 +251,7 @@ fn tunnel_v6_delivers_exact_bytes(t: &mut Test) {
     match wait(&rx) {
         Some(p) => {
             t.expect(p.is_ipv6(), "IPv6");
-            t.expect(*p.ingress() == *dev, "arrived on lo");
+            t.expect_eq(p.ingress_ifindex(), dev.ifindex());
             t.expect(
                 p.network_packet() == &sent[..],
                 "received bytes == sent bytes",
@@ -259,6 +259,50 @@ fn tunnel_v6_delivers_exact_bytes(t: &mut Test) {
         }
         None => t.fail(format_args!("nothing received (UDP checksum 0 over IPv6)")),
     }
+}
+
+fn tunnel_takes_offload_run_whole(t: &mut Test) {
+    const PORT: u16 = 47916;
+    // Four datagrams of UDP payload 500, 500, 500 and 100 bytes, sent as one run.
+    const LEN: usize = 28 + 3 * 500 + 100;
+    let (Ok(dev), Ok(rx)) = (lo(), collector()) else {
+        return t.fail(format_args!("setup"));
+    };
+    let (Ok(tun), Ok(route), Ok(mut skb)) = (
+        TunnelRef::open(&dev, PORT, rx.clone()),
+        Route::v4(&dev, LOCAL4, LOCAL4, 0),
+        Skb::alloc_tx(&dev, LEN),
+    ) else {
+        return t.fail(format_args!("open, route, skb"));
+    };
+    build_v4(skb.data_mut(), PORT, 0x4321);
+    if let Err(e) = skb.set_udp_gso(500, 4) {
+        return t.fail(format_args!("set_udp_gso: {e:?}"));
+    }
+    let mut sent = KVec::new();
+    if sent.extend_from_slice(skb.data(), GFP_KERNEL).is_err() {
+        return t.fail(format_args!("copy"));
+    }
+    if let Err(e) = skb.xmit(&route) {
+        return t.fail(format_args!("xmit: {e:?}"));
+    }
+    match wait(&rx) {
+        Some(p) => {
+            t.expect_eq(p.segment_size(), Some(500));
+            t.expect_eq(p.ingress_ifindex(), dev.ifindex());
+            t.expect_eq(p.headers().len(), 28);
+            // The UDP checksum field holds what the sender's offload left there.
+            t.expect(p.headers()[..26] == sent[..26], "the run's headers");
+            t.expect(
+                p.payload() == &sent[28..],
+                "every datagram's payload, in order",
+            );
+        }
+        None => t.fail(format_args!("nothing received")),
+    }
+    msleep(50);
+    t.expect(rx.q.is_empty(), "one datagram: the run, uncut");
+    drop(tun);
 }
 
 fn tunnel_shared_until_last_handle(t: &mut Test) {
@@ -341,6 +385,7 @@ kunit_suite!(
         route_v4_loopback,
         tunnel_v4_delivers_exact_bytes,
         tunnel_v6_delivers_exact_bytes,
+        tunnel_takes_offload_run_whole,
         tunnel_shared_until_last_handle,
         tunnel_port_in_use,
         xmit_refuses_wrong_length
