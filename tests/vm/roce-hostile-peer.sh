@@ -23,6 +23,13 @@ ns_pair
 use_provider
 rdma_link_add -n "$NS_A" oxa_r oxroce "$NS_A_DEV"
 gid_a=$(roce_gid_index oxa_r "$(ipv4_gid "$NS_A_IP4")") || fail "no RoCE v2 IPv4 GID on oxa_r"
+# The veth keeps each direction's order, as a wire does: every packet is handed to CPU 0's
+# backlog (Receive Packet Steering). Without it a veth delivers each packet from the backlog
+# of the CPU that sent it, so two packets a QP sends from two CPUs one right after the other
+# (its work item's last READ response, then an ACK from the receive softirq) can reach the
+# peer swapped, which the READ-then-SEND scenario would take for an ACK overtaking them.
+ip netns exec "$NS_A" sh -c "echo 1 >/sys/class/net/$NS_A_DEV/queues/rx-0/rps_cpus"
+ip netns exec "$NS_B" sh -c "echo 1 >/sys/class/net/$NS_B_DEV/queues/rx-0/rps_cpus"
 OX_CMD_TIMEOUT=120 capture ip netns exec "$NS_A" /usr/bin/python3 -B "$OX_ROOT/tests/vm/hostile/peer.py" \
 	oxa_r "$gid_a" "$NS_A_IP4" "$NS_B" "$NS_B_IP4"
 info "$(tr '\n' ';' <<<"$EXPECT_OUT")"
