@@ -34,5 +34,5 @@ OX_CMD_TIMEOUT=120 capture ip netns exec "$NS_A" /usr/bin/python3 -B "$OX_ROOT/t
 	oxa_r "$gid_a" "$NS_A_IP4" "$NS_B" "$NS_B_IP4"
 info "$(tr '\n' ';' <<<"$EXPECT_OUT")"
 [ "$EXPECT_RC" = 0 ] || fail "peer.py exit status $EXPECT_RC"
-expect_match "$EXPECT_OUT" '^peer: 14 scenarios ok$' "all scenarios"
+expect_match "$EXPECT_OUT" '^peer: 15 scenarios ok$' "all scenarios"
 pass

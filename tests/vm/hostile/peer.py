@@ -407,6 +407,52 @@ def main():
     print("READ answered with a 512-byte middle response: IBV_WC_BAD_RESP_ERR", flush=True)
     done += 1
 
+    # 14. RDMA WRITEs whose MIDDLE and LAST packets come as one UDP segmentation offload
+    #     datagram (a run that crossed the veth uncut, received whole and walked packet by
+    #     packet): with IPv4 identifications counting up from the first (as the kernel cuts
+    #     a run) and with one fixed identification (as receive offload also merges): all
+    #     placed, one ACK of the LAST each. Then hostile runs: segments shorter than a BTH
+    #     and an ICRC are dropped whole (no answer, nothing placed, the QP stays up); a run
+    #     with a bad ICRC in its second packet has its first placed and a sequence error NAK
+    #     at the bad one's PSN, nothing after it placed.
+    v = Victim(ctx, gid, peer_gid)
+    dst = Buf(4 * 5120, 0)
+    mr = v.mr(dst, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+    keep += [v, dst, mr]
+
+    def write_msg(k, psn, bad=None, fixed=False):
+        data = b"".join(bytes([0x10 * (k + 1) + i]) * 1024 for i in range(5))
+        inj.send(rc(roce.RC_RDMA_WRITE_FIRST, v, psn, reth=(dst.addr + k * 5120, mr.rkey, 5120),
+                    payload=data[:1024]))
+        run = [rc(roce.RC_RDMA_WRITE_MIDDLE, v, psn + i, payload=data[i * 1024:(i + 1) * 1024])
+               for i in (1, 2, 3)]
+        run.append(rc(roce.RC_RDMA_WRITE_LAST, v, psn + 4, ack_req=True, payload=data[4096:]))
+        inj.send_run(run, fixed_ids=fixed, bad=bad)
+        return data
+
+    for k, fixed in enumerate((False, True)):
+        psn = RQ_PSN + 5 * k
+        data = write_msg(k, psn, fixed=fixed)
+        got = inj.recv_all(2)
+        acks = [(p.psn, roce.nak_code(p)) for p in got if p.opcode == roce.RC_ACKNOWLEDGE]
+        if acks != [(psn + 4, None)] or dst.bytes(k * 5120, 5120) != data:
+            fail(f"WRITE in a run (fixed identification {fixed}): acknowledges {acks}, "
+                 f"data {'right' if dst.bytes(k * 5120, 5120) == data else 'WRONG'}")
+    inj.send_run([rc(roce.RC_RDMA_WRITE_ONLY, v, RQ_PSN + 10, ack_req=True,
+                     reth=(dst.addr, mr.rkey, 64), payload=b"\xee" * 64)], size=8)
+    expect_silence(inj, "a run of 8-byte segments")
+    if qp_state(v.qp) != e.IBV_QPS_RTS or dst.bytes(0, 64) == b"\xee" * 64:
+        fail(f"a run of 8-byte segments: QP {qp_state(v.qp)}, or the memory was written")
+    psn = RQ_PSN + 10
+    write_msg(2, psn, bad=1)
+    expect_nak(inj, psn + 2, roce.NAK_PSN_SEQ_ERROR, "a run with a bad ICRC in its second packet")
+    placed = dst.bytes(2 * 5120, 5120)
+    if placed[:2048] != bytes([0x30]) * 1024 + bytes([0x31]) * 1024 or placed[2048:] != bytes(3072):
+        fail("a run with a bad ICRC in its second packet: placed the wrong part")
+    print("WRITEs in runs received whole (identifications counting, fixed): placed, ACKed; "
+          "hostile runs: 8-byte segments dropped, a bad ICRC NAKed at its PSN", flush=True)
+    done += 1
+
     inj.close()
     print(f"peer: {done} scenarios ok")
 
