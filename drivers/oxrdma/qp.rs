@@ -517,14 +517,27 @@ impl QpInner {
         self.run_passes(PROCESS_PASSES);
     }
 
-    /// [`QpInner::run`] from softirq context: one pass, the rest from the work item; all of
-    /// it from the work item if a task waits for the CPU ([`softirq_burst`]).
+    /// [`QpInner::run`] from softirq context, for an acknowledgement that frees the
+    /// requester: one pass right here if the requester has sent everything it holds (it
+    /// completes, and takes what was posted meanwhile: no worker on a latency path), else the
+    /// work item sends, as it does when a task waits for the CPU ([`softirq_burst`]). A
+    /// sender that also sent from each acknowledgement's softirq would send from two CPUs at
+    /// once, and a veth delivers each CPU's packets on their own: reordered packets, sequence
+    /// NAKs, go-back-N.
     pub(crate) fn run_softirq(self: &Arc<Self>) {
-        if self.iwarp || softirq_burst() == 0 {
+        if self.iwarp || softirq_burst() == 0 || self.has_unsent() {
             self.kick();
             return;
         }
         self.run_passes(1);
+    }
+
+    /// Whether the requester holds packets it has not sent (or must send again).
+    fn has_unsent(&self) -> bool {
+        let st = self.st.lock();
+        st.req
+            .as_ref()
+            .is_some_and(|r| r.next_psn().is_after(r.sent_end()))
     }
 
     /// Up to `passes` passes of the send side, [`BURST`] packets each; softirqs (which drain
@@ -558,14 +571,10 @@ impl QpInner {
         if self.dev.is_dead() {
             return;
         }
-        if self.iwarp {
-            // An iWARP QP's sending runs on a high-priority worker of another CPU than the
-            // one asking (a process posting and polling, or the receive softirq), in
-            // parallel with it, as siw's transmit threads do.
-            let _ = workqueue::enqueue_on(workqueue::next_online_cpu(), self.clone());
-        } else {
-            let _ = workqueue::queue().enqueue(self.clone());
-        }
+        // A QP's work item runs on a high-priority worker of another CPU than the one asking
+        // (a process posting and polling, or the receive softirq), in parallel with it, as
+        // siw's transmit threads do.
+        let _ = workqueue::enqueue_on(workqueue::next_online_cpu(), self.clone());
     }
 
     /// Stops the QP's timer for good (process context).
