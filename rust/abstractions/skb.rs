@@ -485,7 +485,8 @@ impl RxDatagram {
     }
 
     /// For a run, the UDP payload length of each of its datagrams but the last (at most this
-    /// long); `None` for a single datagram.
+    /// long); `None` for a single datagram. Only UDP segmentation offload makes a run: a
+    /// datagram of another offload type (a tunnel's, say) is `None`, one datagram.
     pub fn segment_size(&self) -> Option<usize> {
         // SAFETY: `self.ptr` is valid (type invariant).
         let size = unsafe { bindings::oxrdma_skb_gso_size(self.ptr.as_ptr()) };

@@ -315,10 +315,14 @@ void oxrdma_udp_sock_set_reader(struct socket *sock, void *user_data,
 	struct sock *sk = sock->sk;
 
 	sock_set_rcvbuf(sk, rcvbuf);
+#ifdef CONFIG_NET_RX_BUSY_POLL
+	/* skb_recv_udp() must not busy-poll a device's NAPI from inside data_ready. */
+	WRITE_ONCE(sk->sk_ll_usec, 0);
+#endif
 	udp_set_bit(ACCEPT_L4, sk);
 	write_lock_bh(&sk->sk_callback_lock);
 	rcu_assign_sk_user_data(sk, user_data);
-	sk->sk_data_ready = data_ready;
+	WRITE_ONCE(sk->sk_data_ready, data_ready);
 	write_unlock_bh(&sk->sk_callback_lock);
 }
 
@@ -331,7 +335,9 @@ struct sk_buff *oxrdma_udp_recv_skb(struct sock *sk)
 
 unsigned int oxrdma_skb_gso_size(const struct sk_buff *skb)
 {
-	return skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : 0;
+	if (!skb_is_gso(skb) || !(skb_shinfo(skb)->gso_type & SKB_GSO_UDP_L4))
+		return 0;
+	return skb_shinfo(skb)->gso_size;
 }
 
 int oxrdma_skb_iif(const struct sk_buff *skb)

@@ -120,15 +120,16 @@ void *oxrdma_sk_user_data(struct sock *sk);
 /*
  * Makes kernel UDP socket @sock deliver to @data_ready: @user_data as its RCU-protected user
  * data and @data_ready as sk_data_ready (under sk_callback_lock), the receive buffer set to
- * @rcvbuf bytes (sock_set_rcvbuf(): takes the socket lock, process context), and datagrams
- * of UDP segmentation offload (SKB_GSO_UDP_L4, not frag lists) queued uncut, as with the
- * UDP_GRO socket option.
+ * @rcvbuf bytes (sock_set_rcvbuf(): takes the socket lock, process context), no busy
+ * polling (sk_ll_usec 0, whatever net.core.busy_read says), and datagrams of UDP
+ * segmentation offload (SKB_GSO_UDP_L4, not frag lists) queued uncut, as with the UDP_GRO
+ * socket option.
  */
 void oxrdma_udp_sock_set_reader(struct socket *sock, void *user_data,
 				void (*data_ready)(struct sock *sk), int rcvbuf);
 /* skb_recv_udp(sk, MSG_DONTWAIT, &err): the oldest queued datagram (uncharged), or NULL. */
 struct sk_buff *oxrdma_udp_recv_skb(struct sock *sk);
-/* skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : 0 */
+/* The gso_size of a UDP segmentation offload skb (SKB_GSO_UDP_L4); 0 for any other skb. */
 unsigned int oxrdma_skb_gso_size(const struct sk_buff *skb);
 /* skb->skb_iif: the index of the device the packet arrived on. */
 int oxrdma_skb_iif(const struct sk_buff *skb);
