@@ -379,15 +379,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn headers_of_len_match_whole_packet() {
-        let v6 = IpUdp {
+    fn v6hdr() -> IpUdp {
+        IpUdp {
             src: IpAddr::V6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
             dst: IpAddr::V6([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]),
             flow_label: 0x12345,
             ..v4hdr()
-        };
-        for h in [v4hdr(), v6] {
+        }
+    }
+
+    #[test]
+    fn headers_of_len_match_whole_packet() {
+        for h in [v4hdr(), v6hdr()] {
             let mut whole = [0u8; 1100];
             let hl = write_headers(&h, &mut whole).unwrap();
             let mut hdr = [0u8; 48];
@@ -410,17 +413,11 @@ mod tests {
 
     #[test]
     fn segment_headers_are_those_of_each_cut_packet() {
-        let v6 = IpUdp {
-            src: IpAddr::V6([0xfd, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
-            dst: IpAddr::V6([0xfd, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]),
-            flow_label: 0x54321,
-            ..v4hdr()
-        };
         let near_wrap = IpUdp {
             id: 0xfffe,
             ..v4hdr()
         };
-        for h in [v4hdr(), near_wrap, v6] {
+        for h in [v4hdr(), near_wrap, v6hdr()] {
             let hl = if matches!(h.src, IpAddr::V4(_)) {
                 28
             } else {
