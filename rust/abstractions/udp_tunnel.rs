@@ -12,8 +12,18 @@
 //! `UDP_GRO` behaviour (`ACCEPT_L4`) gets such a run whole, so that a sender's run that
 //! crossed a veth or the loopback device uncut is received as one unit. The UDP checksum
 //! is not verified (the receiver's ICRC covers all it covers); the datagram's memory is
-//! charged to the socket only until `data_ready` takes it off the queue, within the same
-//! softirq unless another CPU takes it first.
+//! charged to the socket only until it is taken off the queue.
+//!
+//! # Order
+//!
+//! A socket's queue is shared by all CPUs, and the receiver must get what one CPU queued in
+//! the order it was queued (a QP's packets). So one context at a time takes a socket's
+//! datagrams (a per-socket flag): the `data_ready` call that finds no one else doing so
+//! takes what is queued, including what other CPUs queue meanwhile (their calls see the flag
+//! and leave it), in queue order. After clearing the flag it looks at the queue again, so
+//! nothing is left behind. It takes at most [`QUOTA`] datagrams; the rest goes on in the
+//! tunnel's work item (process context, bottom halves disabled), which takes them the same
+//! way, so that a flood from other CPUs cannot hold one CPU's softirq forever.
 //!
 //! # Lifetime
 //!
@@ -32,8 +42,10 @@
 //! Closing uses `udp_tunnel_sock_release`: it clears the socket's user data (the tunnel),
 //! waits for an RCU grace period (every `data_ready` runs inside an RCU read-side section),
 //! then releases the socket, freeing what is still queued. `data_ready` takes nothing off a
-//! socket whose user data is gone, so once a tunnel is closed its receiver is never called
-//! again.
+//! socket whose user data is gone, and the work item takes datagrams only from the sockets
+//! the tunnel's state holds, under its lock; so once a tunnel is closed its receiver is
+//! never called again. The open sockets hold a count on their tunnel (their user data),
+//! given back once they are released.
 //!
 //! Locks: a namespace's slot, then a tunnel's state. Whoever closes a tunnel's sockets does so
 //! holding the tunnel's state lock; the namespace's `exit` takes that lock for every tunnel of
@@ -43,27 +55,31 @@
 //!
 //! [`TunnelRegistration::register`], its drop, [`TunnelRef::open`] and [`TunnelRef`]'s drop
 //! sleep: process context only, without the RTNL held (`open` takes it briefly), and not from
-//! a receiver. [`UdpReceiver::receive`] runs in softirq context and must not sleep.
+//! a receiver. [`UdpReceiver::receive`] runs with bottom halves disabled (in a softirq, or in
+//! the tunnel's work item) and must not sleep.
 
 use super::bindings;
 use super::error::code;
 use super::net::{NetDevice, NetNs, NetRef};
 use super::skb::RxDatagram;
+use super::workqueue;
 use core::cell::UnsafeCell;
 use core::mem::size_of;
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{fence, AtomicBool, Ordering};
 use kernel::prelude::*;
-use kernel::sync::{Arc, Mutex};
+use kernel::sync::{Arc, ArcBorrow, Mutex};
 use kernel::types::Opaque;
-use kernel::{alloc::KVec, new_mutex};
+use kernel::workqueue::{Work, WorkItem};
+use kernel::{alloc::KVec, impl_has_work, new_mutex, new_work};
 
 /// Receives the datagrams of a tunnel.
 pub trait UdpReceiver: Send + Sync + 'static {
     /// Called for each datagram (or run of datagrams) queued on the sockets of the tunnel in
-    /// namespace `net`, in softirq context (must not sleep), possibly on several CPUs at
-    /// once. The datagram is the receiver's: drop it, queue it ([`super::skb::SkbQueue`]), or
-    /// discard it.
+    /// namespace `net`, in the order each socket queued them, one at a time per socket (the
+    /// IPv4 and the IPv6 one may be received on two CPUs at once), with bottom halves
+    /// disabled (must not sleep). The datagram is the receiver's: drop it, queue it
+    /// ([`super::skb::SkbQueue`]), or discard it.
     fn receive(&self, net: &NetNs, pkt: RxDatagram);
 }
 
@@ -71,10 +87,9 @@ pub trait UdpReceiver: Send + Sync + 'static {
 /// this only bounds what several CPUs queue at once (a run of offload is up to 64 KiB).
 const RCVBUF: i32 = 4 << 20;
 
-/// The most datagrams one `data_ready` call takes off its socket's queue. Each call follows
-/// one queued datagram and takes at least one if any is there, so the queue never holds more
-/// datagrams than calls still to come: whatever one call leaves, later ones take.
-const BATCH: usize = 64;
+/// The most datagrams (and passes over the queue) one context takes off a socket before it
+/// leaves the rest to the tunnel's work item ("Order" above).
+const QUOTA: usize = 64;
 
 /// A tunnel: what the sockets' user data points to while they are open.
 #[pin_data]
@@ -83,8 +98,61 @@ struct Tunnel {
     port: u16,
     /// Whether the sockets are open (a mirror of `state.socks` for lockless readers).
     open: AtomicBool,
+    /// Per socket (IPv4, IPv6): a context is taking its datagrams ("Order" above).
+    draining: [AtomicBool; 2],
+    /// Takes on the datagrams a context left at its quota.
+    #[pin]
+    work: Work<Tunnel>,
     #[pin]
     state: Mutex<TunnelState>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Tunnel { self.work }
+}
+
+impl WorkItem for Tunnel {
+    type Pointer = Arc<Tunnel>;
+
+    /// Takes what is queued on the open sockets, as `data_ready` does; queues itself again if
+    /// it left some.
+    fn run(this: Arc<Tunnel>) {
+        let st = this.state.lock();
+        let Some(socks) = st.socks.as_ref() else {
+            return;
+        };
+        let mut left = false;
+        // SAFETY: balanced below, in this function (no sleeping in between: `drain` and the
+        // receiver run as in a softirq).
+        unsafe {
+            bindings::oxrdma_local_bh_disable();
+            bindings::oxrdma_rcu_read_lock();
+        }
+        for sock in [Some(&socks.v4), socks.v6.as_ref()].into_iter().flatten() {
+            // SAFETY: the sockets of `socks` are open while the state lock is held (they are
+            // taken out of the state under it before they are released); bottom halves are
+            // disabled and this is an RCU read-side section.
+            left |= unsafe { drain(&this, sock.sk()) };
+        }
+        // SAFETY: taken above.
+        unsafe {
+            bindings::oxrdma_rcu_read_unlock();
+            bindings::oxrdma_local_bh_enable();
+        }
+        drop(st);
+        if left {
+            Tunnel::defer(this);
+        }
+    }
+}
+
+impl Tunnel {
+    /// Queues the work item (if it is not queued yet).
+    fn defer(this: Arc<Tunnel>) {
+        // Already queued: it will take what is left; the count returned is not the last
+        // (the sockets hold one while anything can queue the work).
+        let _ = workqueue::queue().enqueue(this);
+    }
 }
 
 struct TunnelState {
@@ -99,6 +167,8 @@ struct TunnelState {
 struct Socks {
     v4: Sock,
     v6: Option<Sock>,
+    /// The count their user data holds on the tunnel.
+    reader: ReaderRef,
 }
 
 impl Socks {
@@ -108,6 +178,31 @@ impl Socks {
             s.release();
         }
         self.v4.release();
+        drop(self.reader);
+    }
+}
+
+/// A count on a tunnel made a raw pointer (`Arc::into_raw`): the sockets' user data.
+///
+/// # Invariants
+///
+/// `0` came from `Arc::into_raw` and is given back only by `drop`.
+struct ReaderRef(*const Tunnel);
+
+// SAFETY: a count on an `Arc<Tunnel>`, which is `Send`.
+unsafe impl Send for ReaderRef {}
+
+impl ReaderRef {
+    fn new(tunnel: Arc<Tunnel>) -> Self {
+        // INVARIANT: from `into_raw`.
+        Self(Arc::into_raw(tunnel))
+    }
+}
+
+impl Drop for ReaderRef {
+    fn drop(&mut self) {
+        // SAFETY: from `Arc::into_raw` and given back once, here (type invariant).
+        drop(unsafe { Arc::from_raw(self.0) });
     }
 }
 
@@ -171,6 +266,13 @@ impl Sock {
         };
     }
 
+    /// The socket's `struct sock`.
+    fn sk(&self) -> *mut bindings::sock {
+        // SAFETY: the socket is valid (type invariant); a kernel UDP socket's `sk` is set at
+        // creation and stays until it is released.
+        unsafe { (*self.0.as_ptr()).sk }
+    }
+
     /// Clears the user data, waits for `data_ready`s in flight (`synchronize_rcu`), shuts the
     /// socket down and releases it. Sleeps.
     fn release(self) {
@@ -187,39 +289,95 @@ impl Sock {
 /// the UDP receive path (softirq context) when it has queued a datagram.
 unsafe extern "C" fn data_ready(sk: *mut bindings::sock) {
     // SAFETY: balanced below; the sockets' user data is read under it, so `release` (which
-    // clears it and then waits for a grace period) cannot free the tunnel while it is used.
+    // clears it and then waits for a grace period) cannot drop the sockets' count on the
+    // tunnel while it is used.
     unsafe { bindings::oxrdma_rcu_read_lock() };
     // SAFETY: `sk` is live (function safety requirement).
     let tunnel = unsafe { bindings::oxrdma_sk_user_data(sk) }.cast::<Tunnel>();
     if !tunnel.is_null() {
-        // `NetNs` is a transparent wrapper of `Opaque<struct net>`.
-        // SAFETY: the socket's namespace outlives the socket (closed by the namespace's exit
-        // at the latest), which is live.
-        let net = unsafe { &*bindings::oxrdma_sock_net(sk).cast::<NetNs>() };
-        for _ in 0..BATCH {
-            // SAFETY: `sk` is a live UDP socket; the datagram, if any, is now ours (its memory
-            // uncharged from the socket).
-            let Some(skb) = NonNull::new(unsafe { bindings::oxrdma_udp_recv_skb(sk) }) else {
-                break;
-            };
-            // SAFETY: owned here; `skb_linearize` may reallocate the data but keeps the
-            // header offsets.
-            if unsafe { bindings::oxrdma_skb_linearize(skb.as_ptr()) } != 0 {
-                // SAFETY: still owned; freed as dropped.
-                unsafe { bindings::oxrdma_kfree_skb(skb.as_ptr()) };
-                continue;
-            }
-            // The UDP layer queues a datagram with its network header at the IP header, `data`
-            // past the UDP header (`udp_csum_pull_header`), trimmed to the IP packet's length.
-            // SAFETY: owned and linear, laid out as the UDP layer queues datagrams (above).
-            let pkt = unsafe { RxDatagram::from_raw_udp(skb) };
-            // SAFETY: a non-NULL user data is a `Tunnel` kept alive until a grace period
-            // after it is cleared; this runs inside an RCU read-side section.
-            unsafe { (*tunnel).receiver.receive(net, pkt) };
+        // SAFETY: a non-NULL user data is a `ReaderRef`'s pointer, whose count is given back
+        // only a grace period after the user data is cleared; this is an RCU read-side
+        // section, in softirq context, and `sk` is one of the tunnel's live sockets.
+        let (tunnel, left) = unsafe {
+            let t = ArcBorrow::from_raw(tunnel);
+            (t, drain(&t, sk))
+        };
+        if left {
+            Tunnel::defer(tunnel.into());
         }
     }
     // SAFETY: taken above.
     unsafe { bindings::oxrdma_rcu_read_unlock() };
+}
+
+/// Takes the datagrams queued on `sk` to the tunnel's receiver, unless another context is
+/// doing so ("Order" in the module documentation). Returns whether it stopped at its
+/// [`QUOTA`] with datagrams still queued: the caller must then queue the work item.
+///
+/// # Safety
+///
+/// `sk` is a live socket of `tunnel`; bottom halves are disabled (softirq context or
+/// `local_bh_disable`), inside an RCU read-side section.
+unsafe fn drain(tunnel: &Tunnel, sk: *mut bindings::sock) -> bool {
+    // SAFETY: `sk` is live (function safety requirement).
+    let flag = &tunnel.draining[usize::from(unsafe { bindings::oxrdma_sk_is_v6(sk) })];
+    // `NetNs` is a transparent wrapper of `Opaque<struct net>`.
+    // SAFETY: the socket's namespace outlives the socket (closed by the namespace's exit at
+    // the latest), which is live.
+    let net = unsafe { &*bindings::oxrdma_sock_net(sk).cast::<NetNs>() };
+    let mut budget = QUOTA;
+    loop {
+        // What this context queued (or saw queued) before the flag is read. With the fence
+        // after clearing the flag below, either the context that holds the flag sees the
+        // datagram when it looks again, or this swap sees the flag cleared.
+        fence(Ordering::SeqCst);
+        if flag.swap(true, Ordering::Acquire) {
+            return false;
+        }
+        while budget > 0 {
+            // SAFETY: `sk` is a live UDP socket; the datagram, if any, is now ours (its
+            // memory uncharged from the socket).
+            let Some(skb) = NonNull::new(unsafe { bindings::oxrdma_udp_recv_skb(sk) }) else {
+                break;
+            };
+            budget -= 1;
+            // SAFETY: an owned datagram the UDP layer queued; bottom halves are disabled.
+            unsafe { deliver(tunnel, net, skb) };
+        }
+        flag.store(false, Ordering::Release);
+        fence(Ordering::SeqCst);
+        // SAFETY: `sk` is live; a lockless look, ordered by the fence above.
+        if unsafe { bindings::oxrdma_udp_queue_empty(sk) } {
+            return false;
+        }
+        // One pass more costs one from the budget too, so the loop ends even if another
+        // context takes every datagram first each time.
+        if budget == 0 {
+            return true;
+        }
+        budget -= 1;
+    }
+}
+
+/// Gives `skb`, a datagram taken off a tunnel socket of `net`, to the tunnel's receiver.
+///
+/// # Safety
+///
+/// `skb` is owned by the caller, as the UDP layer queues datagrams; bottom halves are
+/// disabled.
+unsafe fn deliver(tunnel: &Tunnel, net: &NetNs, skb: NonNull<bindings::sk_buff>) {
+    // SAFETY: owned here; `skb_linearize` may reallocate the data but keeps the header
+    // offsets.
+    if unsafe { bindings::oxrdma_skb_linearize(skb.as_ptr()) } != 0 {
+        // SAFETY: still owned; freed as dropped.
+        unsafe { bindings::oxrdma_kfree_skb(skb.as_ptr()) };
+        return;
+    }
+    // The UDP layer queues a datagram with its network header at the IP header, `data` past
+    // the UDP header (`udp_csum_pull_header`), trimmed to the IP packet's length.
+    // SAFETY: owned and linear, laid out as the UDP layer queues datagrams (above).
+    let pkt = unsafe { RxDatagram::from_raw_udp(skb) };
+    tunnel.receiver.receive(net, pkt);
 }
 
 /// The tunnels of one namespace: the subsystem's `net_generic` data, initialised by
@@ -410,6 +568,8 @@ impl TunnelRef {
                             receiver,
                             port,
                             open: AtomicBool::new(false),
+                            draining: [AtomicBool::new(false), AtomicBool::new(false)],
+                            work <- new_work!("oxrdma_tunnel"),
                             state <- new_mutex!(TunnelState {
                                 handles: 0,
                                 socks: None,
@@ -439,16 +599,16 @@ impl TunnelRef {
                     return Err(e);
                 }
             };
-            let ptr: *const Tunnel = &*tunnel;
-            // SAFETY: the tunnel is kept alive by the namespace's slot and the handles until
-            // its sockets are released.
+            let reader = ReaderRef::new(tunnel.clone());
+            // SAFETY: `reader`'s count keeps the tunnel alive until it is dropped, after the
+            // sockets are released (`Socks::release`).
             unsafe {
-                v4.set_reader(ptr);
+                v4.set_reader(reader.0);
                 if let Some(s) = &v6 {
-                    s.set_reader(ptr);
+                    s.set_reader(reader.0);
                 }
             }
-            st.socks = Some(Socks { v4, v6 });
+            st.socks = Some(Socks { v4, v6, reader });
             tunnel.open.store(true, Ordering::Release);
         }
         st.handles += 1;
@@ -484,6 +644,40 @@ impl TunnelRef {
     /// Whether the tunnel belongs to namespace `ns`.
     pub fn is_in(&self, ns: &NetNs) -> bool {
         self.net == ns.as_ptr()
+    }
+}
+
+/// For tests: holds off the taking of datagrams off the tunnel's sockets, as a context
+/// taking them does ("Order" in the module documentation); datagrams that arrive meanwhile
+/// stay queued. Dropping it lets go as a context that reached its quota does: the work item
+/// takes what is queued.
+#[cfg(CONFIG_KUNIT)]
+pub struct ReceivePause(Arc<Tunnel>);
+
+#[cfg(CONFIG_KUNIT)]
+impl TunnelRef {
+    /// Pauses receiving; `EBUSY` if a context is taking datagrams right now.
+    pub fn pause_receive(&self) -> Result<ReceivePause> {
+        let t = &self.tunnel;
+        if t.draining[0].swap(true, Ordering::Acquire) {
+            return Err(EBUSY);
+        }
+        if t.draining[1].swap(true, Ordering::Acquire) {
+            t.draining[0].store(false, Ordering::Release);
+            return Err(EBUSY);
+        }
+        Ok(ReceivePause(t.clone()))
+    }
+}
+
+#[cfg(CONFIG_KUNIT)]
+impl Drop for ReceivePause {
+    fn drop(&mut self) {
+        for flag in &self.0.draining {
+            flag.store(false, Ordering::Release);
+        }
+        fence(Ordering::SeqCst);
+        Tunnel::defer(self.0.clone());
     }
 }
 

@@ -333,6 +333,27 @@ struct sk_buff *oxrdma_udp_recv_skb(struct sock *sk)
 	return skb_recv_udp(sk, MSG_DONTWAIT, &err);
 }
 
+bool oxrdma_udp_queue_empty(struct sock *sk)
+{
+	return skb_queue_empty_lockless(&udp_sk(sk)->reader_queue) &&
+	       skb_queue_empty_lockless(&sk->sk_receive_queue);
+}
+
+bool oxrdma_sk_is_v6(const struct sock *sk)
+{
+	return sk->sk_family == AF_INET6;
+}
+
+void oxrdma_local_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+void oxrdma_local_bh_enable(void)
+{
+	local_bh_enable();
+}
+
 unsigned int oxrdma_skb_gso_size(const struct sk_buff *skb)
 {
 	if (!skb_is_gso(skb) || !(skb_shinfo(skb)->gso_type & SKB_GSO_UDP_L4))

@@ -129,6 +129,16 @@ void oxrdma_udp_sock_set_reader(struct socket *sock, void *user_data,
 				void (*data_ready)(struct sock *sk), int rcvbuf);
 /* skb_recv_udp(sk, MSG_DONTWAIT, &err): the oldest queued datagram (uncharged), or NULL. */
 struct sk_buff *oxrdma_udp_recv_skb(struct sock *sk);
+/*
+ * Whether UDP socket @sk has no datagram queued (both its queues, read without their locks:
+ * order the read against earlier writes with a full barrier).
+ */
+bool oxrdma_udp_queue_empty(struct sock *sk);
+/* Whether @sk is an IPv6 socket (sk_family). */
+bool oxrdma_sk_is_v6(const struct sock *sk);
+/* local_bh_disable(), local_bh_enable() */
+void oxrdma_local_bh_disable(void);
+void oxrdma_local_bh_enable(void);
 /* The gso_size of a UDP segmentation offload skb (SKB_GSO_UDP_L4); 0 for any other skb. */
 unsigned int oxrdma_skb_gso_size(const struct sk_buff *skb);
 /* skb->skb_iif: the index of the device the packet arrived on. */
