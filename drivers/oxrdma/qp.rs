@@ -317,6 +317,13 @@ impl WorkItem for QpInner {
     }
 }
 
+/// Whether the requester holds packets it has not sent (or must send again).
+fn has_unsent(st: &QpState) -> bool {
+    st.req
+        .as_ref()
+        .is_some_and(|r| r.next_psn().is_after(r.sent_end()))
+}
+
 impl TimerHandler for QpInner {
     /// A deadline passed: the send side runs right here, in the timer's softirq.
     fn expired(this: ArcBorrow<'_, Self>) {
@@ -525,19 +532,18 @@ impl QpInner {
     /// once, and a veth delivers each CPU's packets on their own: reordered packets, sequence
     /// NAKs, go-back-N.
     pub(crate) fn run_softirq(self: &Arc<Self>) {
-        if self.iwarp || softirq_burst() == 0 || self.has_unsent() {
+        let unsent = !self.iwarp && has_unsent(&self.st.lock());
+        self.run_softirq_after(unsent);
+    }
+
+    /// [`QpInner::run_softirq`], `unsent` being [`has_unsent`] of the state the caller just
+    /// released.
+    pub(super) fn run_softirq_after(self: &Arc<Self>, unsent: bool) {
+        if self.iwarp || softirq_burst() == 0 || unsent {
             self.kick();
             return;
         }
         self.run_passes(1);
-    }
-
-    /// Whether the requester holds packets it has not sent (or must send again).
-    fn has_unsent(&self) -> bool {
-        let st = self.st.lock();
-        st.req
-            .as_ref()
-            .is_some_and(|r| r.next_psn().is_after(r.sent_end()))
     }
 
     /// Up to `passes` passes of the send side, [`BURST`] packets each; softirqs (which drain

@@ -348,17 +348,17 @@ fn receive(
             return false;
         }
     }
-    let mut good = icrc::verify_split_with(crc, encap, hdr, iba).is_ok();
-    let mut fixed = [0u8; ip::MAX_SEGMENT_HEADERS];
-    let mut hdr = hdr;
-    if let (false, Net::Cut { index: 1.., .. }, Encap::RoceV2Ipv4) = (good, net, encap) {
-        // Receive offload also merges IPv4 packets that all carry one identification.
-        if let Some(h) = net.headers(SegmentIds::Fixed, iba.len(), &mut fixed) {
-            good = icrc::verify_split_with(crc, encap, h, iba).is_ok();
-            hdr = h;
-        }
-    }
-    if good {
+    let verified = |h: &[u8]| icrc::verify_split_with(crc, encap, h, iba).is_ok();
+    let checked = match (verified(hdr), net, encap) {
+        (true, ..) => Some(hdr),
+        // Receive offload also merges IPv4 packets that all carry one identification. The
+        // headers are rebuilt in place: what was parsed from them above are copies.
+        (false, Net::Cut { index: 1.., .. }, Encap::RoceV2Ipv4) => net
+            .headers(SegmentIds::Fixed, iba.len(), &mut buf)
+            .filter(|h| verified(h)),
+        (false, ..) => None,
+    };
+    if let Some(hdr) = checked {
         dev.tx.stats.inc(Counter::RcvdPkts);
         if let Net::Cut { .. } = net {
             dev.tx.stats.inc(Counter::RcvdGsoPkts);

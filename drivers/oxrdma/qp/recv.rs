@@ -70,9 +70,10 @@ impl QpInner {
         let op = pkt.opcode.operation();
         if op.is_response() {
             self.on_response(&mut st, pkt, bytes, now);
+            let unsent = has_unsent(&st);
             drop(st);
             // The requester may have room again: take more WQEs, transmit, complete, here.
-            self.run_softirq();
+            self.run_softirq_after(unsent);
         } else {
             self.on_request(&mut st, pkt, bytes);
             // READ responses and atomic acknowledges: a burst here, the rest from the work item.
