@@ -647,12 +647,6 @@ class Injector:
         self.send_raw(data, dst)
         return data
 
-    def send_burst(self, pkts, icrc=True):
-        """Builds every packet of PKTS, then sends them back to back (building one takes
-        long enough for the peer to act on the one before)."""
-        for data, dst in [self._build(p, icrc) for p in pkts]:
-            self.send_raw(data, dst)
-
     def send_run(self, pkts, fixed_ids=False, bad=None, size=None):
         """Sends the IPv4 packets PKTS as one UDP segmentation offload datagram (UDP_SEGMENT),
         as a sender's run that crosses a veth uncut: one skb of their UDP payloads behind the
