@@ -149,8 +149,8 @@ impl WorkItem for Tunnel {
 impl Tunnel {
     /// Queues the work item (if it is not queued yet).
     fn defer(this: Arc<Tunnel>) {
-        // Already queued: it will take what is left; the count returned is not the last
-        // (the sockets hold one while anything can queue the work).
+        // Already queued: it will take what is left; the queued item holds a count, so the
+        // one given back here is not the last (no `Tunnel` is dropped in a softirq).
         let _ = workqueue::queue().enqueue(this);
     }
 }
