@@ -129,9 +129,9 @@ impl WorkItem for Tunnel {
             bindings::oxrdma_rcu_read_lock();
         }
         for sock in [Some(&socks.v4), socks.v6.as_ref()].into_iter().flatten() {
-            // SAFETY: the sockets of `socks` are open while the state lock is held (they are
-            // taken out of the state under it before they are released); bottom halves are
-            // disabled and this is an RCU read-side section.
+            // The sockets of `socks` stay open while the state lock is held: they are taken out
+            // of the state under it before they are released.
+            // SAFETY: open sockets of `this` (above); bottom halves disabled, RCU read-side.
             left |= unsafe { drain(&this, sock.sk()) };
         }
         // SAFETY: taken above.
@@ -288,16 +288,17 @@ impl Sock {
 /// Called by the socket layer only, for a live socket set up by [`Sock::set_reader`], from
 /// the UDP receive path (softirq context) when it has queued a datagram.
 unsafe extern "C" fn data_ready(sk: *mut bindings::sock) {
-    // SAFETY: balanced below; the sockets' user data is read under it, so `release` (which
-    // clears it and then waits for a grace period) cannot drop the sockets' count on the
-    // tunnel while it is used.
+    // The sockets' user data is read under the RCU read lock, so `release` (which clears it and
+    // then waits for a grace period) cannot drop the sockets' count on the tunnel while used.
+    // SAFETY: balanced below.
     unsafe { bindings::oxrdma_rcu_read_lock() };
     // SAFETY: `sk` is live (function safety requirement).
     let tunnel = unsafe { bindings::oxrdma_sk_user_data(sk) }.cast::<Tunnel>();
     if !tunnel.is_null() {
-        // SAFETY: a non-NULL user data is a `ReaderRef`'s pointer, whose count is given back
-        // only a grace period after the user data is cleared; this is an RCU read-side
-        // section, in softirq context, and `sk` is one of the tunnel's live sockets.
+        // A non-NULL user data is a `ReaderRef`'s pointer, whose count is given back only a
+        // grace period after the user data is cleared.
+        // SAFETY: so the count is held (RCU read-side section, above); softirq context, and
+        // `sk` is one of the tunnel's live sockets.
         let (tunnel, left) = unsafe {
             let t = ArcBorrow::from_raw(tunnel);
             (t, drain(&t, sk))
