@@ -79,7 +79,8 @@ pub trait UdpReceiver: Send + Sync + 'static {
     /// namespace `net`, in the order each socket queued them, one at a time per socket (the
     /// IPv4 and the IPv6 one may be received on two CPUs at once), with bottom halves
     /// disabled (must not sleep). The datagram is the receiver's: drop it, queue it
-    /// ([`super::skb::SkbQueue`]), or discard it.
+    /// ([`super::skb::SkbQueue`]), or discard it. It must not drop a [`TunnelRef`] (the
+    /// last one closes the sockets, which waits for the context calling it).
     fn receive(&self, net: &NetNs, pkt: RxDatagram);
 }
 
@@ -135,11 +136,11 @@ impl WorkItem for Tunnel {
             left |= unsafe { drain(&this, sock.sk()) };
         }
         // SAFETY: taken above.
-        unsafe {
-            bindings::oxrdma_rcu_read_unlock();
-            bindings::oxrdma_local_bh_enable();
-        }
+        unsafe { bindings::oxrdma_rcu_read_unlock() };
+        // Before the softirqs that enabling bottom halves may run: they need not wait for it.
         drop(st);
+        // SAFETY: disabled above.
+        unsafe { bindings::oxrdma_local_bh_enable() };
         if left {
             Tunnel::defer(this);
         }
@@ -611,6 +612,9 @@ impl TunnelRef {
             }
             st.socks = Some(Socks { v4, v6, reader });
             tunnel.open.store(true, Ordering::Release);
+            // Datagrams that arrived before the reader was set called no `data_ready` of
+            // ours: the work item takes them.
+            Tunnel::defer(tunnel.clone());
         }
         st.handles += 1;
         drop(st);

@@ -69,12 +69,16 @@ impl ModuleWorkqueue {
 
 impl Drop for ModuleWorkqueue {
     fn drop(&mut self) {
+        // Destroyed before the pointer is cleared: a work item that queues itself again while
+        // the queue drains goes to the module's queue (which takes it while draining), not to
+        // the system's.
         for raw in [&PERCPU, &RAW] {
-            let wq = raw.swap(core::ptr::null_mut(), Ordering::AcqRel);
+            let wq = raw.load(Ordering::Acquire);
             if !wq.is_null() {
                 // SAFETY: created in `create`; producers are stopped (module contract), so
                 // this drains what is queued and nothing is queued afterwards.
                 unsafe { bindings::destroy_workqueue(wq) };
+                raw.store(core::ptr::null_mut(), Ordering::Release);
             }
         }
     }
