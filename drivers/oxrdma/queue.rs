@@ -340,6 +340,7 @@ impl SendRing {
         let body = self.geo.slot_size as usize - SEND_WQE_SIZE;
         let mut sges = KVec::new();
         let mut inline = KVec::new();
+        // One allocation at most (none for an entry without SGEs or inline data).
         if wqe.flags & crate::uapi::queue::WQE_FLAG_INLINE != 0 {
             let n = wqe.inline_len as usize;
             if n > body {
@@ -353,6 +354,9 @@ impl SendRing {
             let n = wqe.num_sge as usize;
             if n * SGE_SIZE > body {
                 return Err(RingFault::Entry);
+            }
+            if n > 0 {
+                sges = KVec::with_capacity(n, GFP_ATOMIC).map_err(|_| RingFault::NoMemory)?;
             }
             let mut raw = [0u8; SGE_SIZE];
             for i in 0..n {

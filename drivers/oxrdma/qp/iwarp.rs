@@ -618,8 +618,10 @@ impl QpInner {
         let mut sock_err = false;
         // Everything the peer sent before it closed is received (by the socket's callback).
         io.eof = io.eof || io.sock.input_closed();
-        // Transmit.
+        // Transmit. The QP's lock the last pass held, if it ended with it, is kept for the end
+        // of the connection below (the peer's data, arriving on another CPU, waits for it).
         let mut fills = 0;
+        let mut held = None;
         loop {
             if !io.plan.is_sent() {
                 // Set before trying: send space that frees up once the socket refused
@@ -647,16 +649,21 @@ impl QpInner {
             if io.plan.is_sent() {
                 // Nothing to send: what finished without sending completes now.
                 self.iw_complete(&mut st);
+                held = Some(st);
                 break;
             }
             if fills > passes {
                 // The work item sends what is planned, and goes on.
                 again = true;
+                held = Some(st);
                 break;
             }
         }
         // The end of the connection.
-        let mut st = self.st.lock();
+        let mut st = match held {
+            Some(st) => st,
+            None => self.st.lock(),
+        };
         let sqd = st.state == St::Sqd;
         let Some(iw) = st.iw.as_mut() else {
             return;
