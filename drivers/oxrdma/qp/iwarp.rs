@@ -618,8 +618,8 @@ impl QpInner {
         let mut sock_err = false;
         // Everything the peer sent before it closed is received (by the socket's callback).
         io.eof = io.eof || io.sock.input_closed();
-        // Transmit. The QP's lock the last pass held, if it ended with it, is kept for the end
-        // of the connection below (the peer's data, arriving on another CPU, waits for it).
+        // Transmit. A pass that ends holding the QP's lock keeps it for the end of the
+        // connection below, rather than giving it back and taking it again.
         let mut fills = 0;
         let mut held = None;
         loop {

@@ -107,9 +107,12 @@ def expect_silence(inj, what, secs=2):
         fail(f"{what}: expected no answer, got {[(roce.opcode_name(p.opcode), p.psn) for p in got]}")
 
 
-def expect_error_state(v, what, secs=5):
+def expect_error_state(v, what, secs=5, detail=None):
+    """Fails unless V's QP reaches the error state within SECS; DETAIL() adds to the
+    message."""
     if not wait_state(v.qp, e.IBV_QPS_ERR, secs):
-        fail(f"{what}: the victim QP is not in the error state ({qp_state(v.qp)})")
+        extra = f"; {detail()}" if detail else ""
+        fail(f"{what}: the victim QP is not in the error state ({qp_state(v.qp)}{extra})")
 
 
 def counters(dev, names=("rcvd_pkts", "sent_pkts", "nak_sent")):
@@ -388,9 +391,8 @@ def main():
                      reth=(big.addr, mr.rkey, n * 1024)) for i in range(5)])
     # The responses overflow the injector's socket (the NAK may be lost with them): the
     # QP's state is the verdict; every packet that did arrive is drained before going on.
-    if not wait_state(v.qp, e.IBV_QPS_ERR, 5):
-        fail(f"five READs at max_dest_rd_atomic 4: the victim QP is not in the error state "
-             f"({qp_state(v.qp)}; {counted(before, counters(dev))})")
+    expect_error_state(v, "five READs at max_dest_rd_atomic 4",
+                       detail=lambda: counted(before, counters(dev)))
     got = inj.recv_all(2)
     while (more := inj.recv_all(1)):
         got += more
