@@ -28,7 +28,7 @@ use crate::ox::timer::{now_us, Timer, TimerHandler};
 use crate::ox::workqueue;
 use crate::queue::{
     post_entry, post_view, write_sges, PostView, RecvEntry, RecvQueue, RingFault, SendEntry,
-    SendRing, MAX_INLINE,
+    SendInline, SendRing, SendSges, MAX_INLINE,
 };
 use crate::tx::TxPath;
 use crate::uapi::queue::{
@@ -115,8 +115,8 @@ struct SendOp {
     compare_add: u64,
     swap: u64,
     len: u32,
-    sges: KVec<Sge>,
-    inline: KVec<u8>,
+    sges: SendSges,
+    inline: SendInline,
     /// A local error found while sending (reported instead of "flushed").
     local_error: Option<u8>,
 }

@@ -297,11 +297,70 @@ impl RecvQueue {
     }
 }
 
+/// Up to `N` values held in place, more in an allocation: a WQE's SGEs or inline bytes,
+/// copied out of the ring without allocating for the common small WQE.
+///
+/// # Invariants
+///
+/// `len <= N` and the values are `head[..len]`, or `len > N` and they are `heap` (of `len`
+/// values).
+pub(crate) struct Small<T, const N: usize> {
+    head: [T; N],
+    len: usize,
+    heap: KVec<T>,
+}
+
+impl<T: Copy + Default, const N: usize> Small<T, N> {
+    /// Empty (no allocation).
+    fn new() -> Self {
+        Self {
+            head: [T::default(); N],
+            len: 0,
+            heap: KVec::new(),
+        }
+    }
+
+    /// `n` values that `fill` writes (default values before it), in place if they fit, else
+    /// in an atomic allocation (the send side may run in softirq).
+    fn filled(
+        n: usize,
+        fill: impl FnOnce(&mut [T]) -> Result<(), RingFault>,
+    ) -> Result<Self, RingFault> {
+        let mut s = Self::new();
+        if n <= N {
+            fill(&mut s.head[..n])?;
+        } else {
+            s.heap =
+                KVec::from_elem(T::default(), n, GFP_ATOMIC).map_err(|_| RingFault::NoMemory)?;
+            fill(&mut s.heap)?;
+        }
+        s.len = n;
+        Ok(s)
+    }
+}
+
+impl<T, const N: usize> core::ops::Deref for Small<T, N> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        if self.len <= N {
+            &self.head[..self.len]
+        } else {
+            &self.heap
+        }
+    }
+}
+
+/// A send WQE's SGEs: two without an allocation.
+pub(crate) type SendSges = Small<Sge, 2>;
+/// A send WQE's inline bytes: 32 without an allocation.
+pub(crate) type SendInline = Small<u8, 32>;
+
 /// A send WQE copied out of the SQ ring, with its SGEs or inline data.
 pub(crate) struct SendEntry {
     pub(crate) wqe: SendWqe,
-    pub(crate) sges: KVec<Sge>,
-    pub(crate) inline: KVec<u8>,
+    pub(crate) sges: SendSges,
+    pub(crate) inline: SendInline,
 }
 
 impl SendEntry {
@@ -338,34 +397,34 @@ impl SendRing {
         self.ring.read(at, &mut hdr).map_err(|_| RingFault::Entry)?;
         let wqe = SendWqe::from_bytes(&hdr);
         let body = self.geo.slot_size as usize - SEND_WQE_SIZE;
-        let mut sges = KVec::new();
-        let mut inline = KVec::new();
-        // One allocation at most (none for an entry without SGEs or inline data).
+        let mut sges = Small::new();
+        let mut inline = Small::new();
+        // No allocation for a small entry, one at most for a large one.
         if wqe.flags & crate::uapi::queue::WQE_FLAG_INLINE != 0 {
             let n = wqe.inline_len as usize;
             if n > body {
                 return Err(RingFault::Entry);
             }
-            inline = KVec::from_elem(0u8, n, GFP_ATOMIC).map_err(|_| RingFault::NoMemory)?;
-            self.ring
-                .read(at + SEND_WQE_SIZE, &mut inline)
-                .map_err(|_| RingFault::Entry)?;
+            inline = Small::filled(n, |b| {
+                self.ring
+                    .read(at + SEND_WQE_SIZE, b)
+                    .map_err(|_| RingFault::Entry)
+            })?;
         } else {
             let n = wqe.num_sge as usize;
             if n * SGE_SIZE > body {
                 return Err(RingFault::Entry);
             }
-            if n > 0 {
-                sges = KVec::with_capacity(n, GFP_ATOMIC).map_err(|_| RingFault::NoMemory)?;
-            }
-            let mut raw = [0u8; SGE_SIZE];
-            for i in 0..n {
-                self.ring
-                    .read(at + SEND_WQE_SIZE + i * SGE_SIZE, &mut raw)
-                    .map_err(|_| RingFault::Entry)?;
-                sges.push(sge_from(&raw), GFP_ATOMIC)
-                    .map_err(|_| RingFault::NoMemory)?;
-            }
+            sges = Small::filled(n, |out| {
+                let mut raw = [0u8; SGE_SIZE];
+                for (i, sge) in out.iter_mut().enumerate() {
+                    self.ring
+                        .read(at + SEND_WQE_SIZE + i * SGE_SIZE, &mut raw)
+                        .map_err(|_| RingFault::Entry)?;
+                    *sge = sge_from(&raw);
+                }
+                Ok(())
+            })?;
         }
         Ok(SendEntry { wqe, sges, inline })
     }

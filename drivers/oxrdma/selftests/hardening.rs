@@ -10,8 +10,11 @@ use crate::ox::rdma::kmem::{FastRegPages, KernelMem};
 use crate::ox::rdma::mmap::RingBuf;
 use crate::ox::rdma::verbs::access;
 use crate::ox::rdma::wr::{RecvWr, Sge};
-use crate::queue::{Geometry, RecvQueue};
-use crate::uapi::queue::{recv_slot_size, RECV_WQE_SIZE, SGE_SIZE};
+use crate::queue::{Geometry, RecvQueue, RingFault, SendRing};
+use crate::uapi::queue::{
+    recv_slot_size, send_slot_size, SendWqe, Sge as RingSge, RECV_WQE_SIZE, SEND_WQE_SIZE,
+    SGE_SIZE, WQE_FLAG_INLINE,
+};
 use crate::uapi::ring::RING_HEADER_SIZE;
 use kernel::{alloc::KVec, prelude::*};
 
@@ -239,6 +242,81 @@ fn ring_freed_in_softirq_keeps_its_pages(t: &mut Test) {
     t.expect_eq(now, pattern);
 }
 
+/// A send WQE is copied out of the ring whole, however many SGEs or inline bytes it has
+/// (small ones in place, larger ones allocated), and never past its slot: a header that
+/// claims more than the slot holds is refused.
+fn send_entries_are_copied_whole_and_bounded(t: &mut Test) {
+    let slots = 4u32;
+    let slot = send_slot_size(4, 64);
+    let Ok(ring) = RingBuf::new(RING_HEADER_SIZE + (slots * slot) as usize) else {
+        return t.fail(format_args!("RingBuf::new"));
+    };
+    let sq = SendRing {
+        ring,
+        geo: Geometry {
+            slots,
+            slot_size: slot,
+        },
+    };
+    let at = |i: u32| RING_HEADER_SIZE + (i * slot) as usize;
+    let sge = |i: u32| RingSge {
+        addr: 0x1000 * u64::from(i),
+        length: i,
+        lkey: 7 + i,
+    };
+    let mut w = |i: u32, wqe: SendWqe, body: &[u8]| {
+        let ok = sq.ring.write(at(i), &wqe.to_bytes()).is_ok()
+            && sq.ring.write(at(i) + SEND_WQE_SIZE, body).is_ok();
+        t.expect(ok, "ring write");
+    };
+    // Slot 0: one SGE; slot 1: four; slot 2: 40 inline bytes; slot 3: SGEs past the slot.
+    let mut four = [0u8; 4 * SGE_SIZE];
+    for i in 0..4u32 {
+        let o = i as usize * SGE_SIZE;
+        four[o..o + SGE_SIZE].copy_from_slice(&sge(i + 1).to_bytes());
+    }
+    let base = SendWqe {
+        wr_id: 1,
+        ..Default::default()
+    };
+    w(0, SendWqe { num_sge: 1, ..base }, &four[..SGE_SIZE]);
+    w(1, SendWqe { num_sge: 4, ..base }, &four);
+    let text = [0x42u8; 40];
+    let inline = SendWqe {
+        flags: WQE_FLAG_INLINE,
+        inline_len: 40,
+        ..base
+    };
+    w(2, inline, &text);
+    w(
+        3,
+        SendWqe {
+            num_sge: 200,
+            ..base
+        },
+        &[],
+    );
+    let same = |a: &[RingSge], n: u32| {
+        a.len() == n as usize
+            && a.iter()
+                .zip(1..)
+                .all(|(s, i)| (s.addr, s.length, s.lkey) == (0x1000 * u64::from(i), i, 7 + i))
+    };
+    match sq.read(0) {
+        Ok(e) => t.expect(same(&e.sges, 1) && e.inline.is_empty(), "one SGE"),
+        Err(f) => t.fail(format_args!("slot 0: {f:?}")),
+    }
+    match sq.read(1) {
+        Ok(e) => t.expect(same(&e.sges, 4) && e.data_len() == 10, "four SGEs"),
+        Err(f) => t.fail(format_args!("slot 1: {f:?}")),
+    }
+    match sq.read(2) {
+        Ok(e) => t.expect(e.sges.is_empty() && *e.inline == text, "inline bytes"),
+        Err(f) => t.fail(format_args!("slot 2: {f:?}")),
+    }
+    t.expect_eq(sq.read(3).err(), Some(RingFault::Entry));
+}
+
 kunit_suite!(
     hardening_suite,
     "oxrdma_hardening",
@@ -246,6 +324,7 @@ kunit_suite!(
         ida_numbers_are_never_shared,
         qp_numbers_change_with_reuse,
         rq_flush_is_bounded,
+        send_entries_are_copied_whole_and_bounded,
         mr_access_ends_with_its_key,
         ring_freed_in_softirq_keeps_its_pages
     ]
