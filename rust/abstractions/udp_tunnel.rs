@@ -173,13 +173,13 @@ struct Socks {
 }
 
 impl Socks {
-    /// Releases the sockets (sleeps): afterwards the receiver is not called any more.
+    /// Releases the sockets (sleeps): afterwards the receiver is not called any more, and
+    /// the count their user data held is given back.
     fn release(self) {
-        if let Some(s) = self.v6 {
-            s.release();
-        }
-        self.v4.release();
-        drop(self.reader);
+        let Socks { v4, v6, reader } = self;
+        drop(v6);
+        drop(v4);
+        drop(reader);
     }
 }
 
@@ -211,7 +211,7 @@ impl Drop for ReaderRef {
 ///
 /// # Invariants
 ///
-/// `0` is a valid socket owned by this value until [`Sock::release`].
+/// `0` is a valid socket owned by this value until it is dropped.
 struct Sock(NonNull<bindings::socket>);
 
 // SAFETY: kernel sockets may be released from any process context.
@@ -273,11 +273,13 @@ impl Sock {
         // creation and stays until it is released.
         unsafe { (*self.0.as_ptr()).sk }
     }
+}
 
+impl Drop for Sock {
     /// Clears the user data, waits for `data_ready`s in flight (`synchronize_rcu`), shuts the
-    /// socket down and releases it. Sleeps.
-    fn release(self) {
-        // SAFETY: the socket is owned (type invariant) and given up here.
+    /// socket down and releases it. Sleeps: a `Sock` is dropped in process context only.
+    fn drop(&mut self) {
+        // SAFETY: the socket is owned (type invariant) and given up here, never used again.
         unsafe { bindings::udp_tunnel_sock_release(self.0.as_ptr()) };
     }
 }
@@ -597,7 +599,7 @@ impl TunnelRef {
                 Ok(s) => Some(s),
                 Err(e) if e == code::eafnosupport() => None,
                 Err(e) => {
-                    v4.release();
+                    drop(v4);
                     return Err(e);
                 }
             };
