@@ -147,7 +147,7 @@ def report(t, out):
                   % ("met" if lox <= lsiw else "not met", name, lox, lsiw))
 
     if any(k.startswith("2vm.") for k in t.vals):
-        w("\n-- two VMs, 1 vCPU each, joined by virtio-net (QEMU socket link)\n")
+        w("\n-- two VMs, 1 vCPU each, joined by virtio-net (QEMU dgram link)\n")
         w("  %-27s %-26s %-26s oxroce/rxe\n" % ("", "oxroce", "rxe"))
         for label, k, p in [("ib_write_bw 64 KiB, MB/s", "ib_write_bw.65536", 1),
                             ("ib_send_lat p50, us", "ib_send_lat.p50", 2),
