@@ -17,68 +17,17 @@
 //! This file is self-contained: it is compiled both as a module of the
 //! `oxrdma-wire` crate and, via `#[path]`, as a module of the kernel crate.
 
-use super::crcfold::{self, SparseMultiple};
+use super::crcfold::{self, SparseMultiple, Tables};
 
 /// Reflected IEEE CRC-32 polynomial.
 const POLY: u32 = 0xEDB8_8320;
 
-/// Slicing-by-8 lookup tables.
-///
-/// `TABLES[0]` is the classic byte-at-a-time table; `TABLES[k][i]` is the
-/// CRC contribution of byte `i` followed by `k` zero bytes.
-static TABLES: [[u32; 256]; 8] = make_tables(POLY);
-
-/// Builds the slicing-by-8 tables for the reflected polynomial `poly`.
-const fn make_tables(poly: u32) -> [[u32; 256]; 8] {
-    let mut tables = [[0u32; 256]; 8];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = i as u32;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ poly
-            } else {
-                crc >> 1
-            };
-            bit += 1;
-        }
-        tables[0][i] = crc;
-        i += 1;
-    }
-    let mut slice = 1;
-    while slice < 8 {
-        let mut i = 0;
-        while i < 256 {
-            let prev = tables[slice - 1][i];
-            tables[slice][i] = (prev >> 8) ^ tables[0][(prev & 0xFF) as usize];
-            i += 1;
-        }
-        slice += 1;
-    }
-    tables
-}
+/// Slicing-by-8 lookup tables ([`crcfold::Tables`]).
+static TABLES: Tables = crcfold::make_tables(POLY);
 
 /// Advances the raw (not inverted) CRC register `crc` over `data`, by tables.
-fn update_tables(mut crc: u32, data: &[u8]) -> u32 {
-    let t = &TABLES;
-    let mut chunks = data.chunks_exact(8);
-    for c in &mut chunks {
-        let lo = crc ^ u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        let hi = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
-        crc = t[7][(lo & 0xFF) as usize]
-            ^ t[6][((lo >> 8) & 0xFF) as usize]
-            ^ t[5][((lo >> 16) & 0xFF) as usize]
-            ^ t[4][(lo >> 24) as usize]
-            ^ t[3][(hi & 0xFF) as usize]
-            ^ t[2][((hi >> 8) & 0xFF) as usize]
-            ^ t[1][((hi >> 16) & 0xFF) as usize]
-            ^ t[0][(hi >> 24) as usize];
-    }
-    for &b in chunks.remainder() {
-        crc = (crc >> 8) ^ t[0][((crc ^ u32::from(b)) & 0xFF) as usize];
-    }
-    crc
+fn update_tables(crc: u32, data: &[u8]) -> u32 {
+    crcfold::update_tables(&TABLES, crc, data)
 }
 
 /// The generator divides `x^300 + x^155 + x^117 + x^89 + 1` (a sparse multiple: [`crcfold`]).

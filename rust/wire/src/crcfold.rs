@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A table-free bulk pass for the reflected CRC-32 family, by sparse multiples of the
-//! generator.
+//! generator, and the slicing-by-8 tables that take the rest.
 //!
 //! A CRC register depends on the message only modulo the generator `G`. If `P = x^N +
 //! x^k1 + ... + x^kj + 1` is a multiple of `G` with few terms, adding `x^e * P` to the
@@ -113,6 +113,62 @@ fn sweep_word<S: SparseMultiple, const J: usize>(pending: &mut [u64; WINDOW], bl
             pending[(at + 1) % WINDOW] ^= v >> (64 - shift);
         }
     }
+}
+
+/// Slicing-by-8 lookup tables of a reflected CRC-32: `[0]` is the classic byte-at-a-time
+/// table; `[k][i]` is the register contribution of byte `i` followed by `k` zero bytes.
+pub(crate) type Tables = [[u32; 256]; 8];
+
+/// Builds the slicing-by-8 tables for the reflected polynomial `poly` (at compile time).
+pub(crate) const fn make_tables(poly: u32) -> Tables {
+    let mut tables = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = i as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ poly
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        tables[0][i] = crc;
+        i += 1;
+    }
+    let mut slice = 1;
+    while slice < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = tables[slice - 1][i];
+            tables[slice][i] = (prev >> 8) ^ tables[0][(prev & 0xFF) as usize];
+            i += 1;
+        }
+        slice += 1;
+    }
+    tables
+}
+
+/// Advances the raw (not inverted) register `crc` over `data` by the tables `t`.
+pub(crate) fn update_tables(t: &Tables, mut crc: u32, data: &[u8]) -> u32 {
+    let mut chunks = data.chunks_exact(8);
+    for c in &mut chunks {
+        let lo = crc ^ u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        let hi = u32::from_le_bytes([c[4], c[5], c[6], c[7]]);
+        crc = t[7][(lo & 0xFF) as usize]
+            ^ t[6][((lo >> 8) & 0xFF) as usize]
+            ^ t[5][((lo >> 16) & 0xFF) as usize]
+            ^ t[4][(lo >> 24) as usize]
+            ^ t[3][(hi & 0xFF) as usize]
+            ^ t[2][((hi >> 8) & 0xFF) as usize]
+            ^ t[1][((hi >> 16) & 0xFF) as usize]
+            ^ t[0][(hi >> 24) as usize];
+    }
+    for &b in chunks.remainder() {
+        crc = (crc >> 8) ^ t[0][((crc ^ u32::from(b)) & 0xFF) as usize];
+    }
+    crc
 }
 
 /// Checks for the tests of each CRC.
