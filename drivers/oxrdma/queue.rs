@@ -302,21 +302,20 @@ impl RecvQueue {
 ///
 /// # Invariants
 ///
-/// `len <= N` and the values are `head[..len]`, or `len > N` and they are `heap` (of `len`
-/// values).
-pub(crate) struct Small<T, const N: usize> {
-    head: [T; N],
-    len: usize,
-    heap: KVec<T>,
+/// In `Here`, `len <= N` and the values are `head[..len]`.
+pub(crate) enum Small<T, const N: usize> {
+    /// At most `N` values, in place.
+    Here { head: [T; N], len: u8 },
+    /// More, allocated.
+    Heap(KVec<T>),
 }
 
 impl<T: Copy + Default, const N: usize> Small<T, N> {
     /// Empty (no allocation).
     fn new() -> Self {
-        Self {
+        Small::Here {
             head: [T::default(); N],
             len: 0,
-            heap: KVec::new(),
         }
     }
 
@@ -326,16 +325,20 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         n: usize,
         fill: impl FnOnce(&mut [T]) -> Result<(), RingFault>,
     ) -> Result<Self, RingFault> {
-        let mut s = Self::new();
-        if n <= N {
-            fill(&mut s.head[..n])?;
-        } else {
-            s.heap =
-                KVec::from_elem(T::default(), n, GFP_ATOMIC).map_err(|_| RingFault::NoMemory)?;
-            fill(&mut s.heap)?;
+        match u8::try_from(n) {
+            Ok(len) if n <= N => {
+                let mut head = [T::default(); N];
+                fill(&mut head[..n])?;
+                // INVARIANT: `len <= N`, the values in `head[..len]`.
+                Ok(Small::Here { head, len })
+            }
+            _ => {
+                let mut heap = KVec::from_elem(T::default(), n, GFP_ATOMIC)
+                    .map_err(|_| RingFault::NoMemory)?;
+                fill(&mut heap)?;
+                Ok(Small::Heap(heap))
+            }
         }
-        s.len = n;
-        Ok(s)
     }
 }
 
@@ -343,10 +346,9 @@ impl<T, const N: usize> core::ops::Deref for Small<T, N> {
     type Target = [T];
 
     fn deref(&self) -> &[T] {
-        if self.len <= N {
-            &self.head[..self.len]
-        } else {
-            &self.heap
+        match self {
+            Small::Here { head, len } => &head[..usize::from(*len)],
+            Small::Heap(v) => v,
         }
     }
 }
@@ -390,7 +392,8 @@ impl SendRing {
     }
 
     /// Copies the entry at `slot`: its header, then `num_sge` SGEs or `inline_len` bytes,
-    /// bounded by the slot size (small atomic allocations: the send side may run in softirq).
+    /// bounded by the slot size (in place when few, [`Small`], else in an atomic allocation:
+    /// the send side may run in softirq).
     pub(crate) fn read(&self, slot: u32) -> Result<SendEntry, RingFault> {
         let at = self.geo.slot_offset(slot);
         let mut hdr = [0u8; SEND_WQE_SIZE];

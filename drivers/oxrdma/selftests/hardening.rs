@@ -243,10 +243,10 @@ fn ring_freed_in_softirq_keeps_its_pages(t: &mut Test) {
 }
 
 /// A send WQE is copied out of the ring whole, however many SGEs or inline bytes it has
-/// (small ones in place, larger ones allocated), and never past its slot: a header that
-/// claims more than the slot holds is refused.
+/// (in place up to two SGEs or 32 bytes, allocated beyond: both sides of each limit here),
+/// and never past its slot: a header that claims more than the slot holds is refused.
 fn send_entries_are_copied_whole_and_bounded(t: &mut Test) {
-    let slots = 4u32;
+    let slots = 8u32;
     let slot = send_slot_size(4, 64);
     let Ok(ring) = RingBuf::new(RING_HEADER_SIZE + (slots * slot) as usize) else {
         return t.fail(format_args!("RingBuf::new"));
@@ -264,57 +264,72 @@ fn send_entries_are_copied_whole_and_bounded(t: &mut Test) {
         length: i,
         lkey: 7 + i,
     };
-    let mut w = |i: u32, wqe: SendWqe, body: &[u8]| {
-        let ok = sq.ring.write(at(i), &wqe.to_bytes()).is_ok()
-            && sq.ring.write(at(i) + SEND_WQE_SIZE, body).is_ok();
-        t.expect(ok, "ring write");
-    };
-    // Slot 0: one SGE; slot 1: four; slot 2: 40 inline bytes; slot 3: SGEs past the slot.
     let mut four = [0u8; 4 * SGE_SIZE];
     for i in 0..4u32 {
         let o = i as usize * SGE_SIZE;
         four[o..o + SGE_SIZE].copy_from_slice(&sge(i + 1).to_bytes());
     }
+    let mut text = [0u8; 64];
+    for (i, b) in text.iter_mut().enumerate() {
+        *b = i as u8 ^ 0x5a;
+    }
     let base = SendWqe {
         wr_id: 1,
         ..Default::default()
     };
-    w(0, SendWqe { num_sge: 1, ..base }, &four[..SGE_SIZE]);
-    w(1, SendWqe { num_sge: 4, ..base }, &four);
-    let text = [0x42u8; 40];
-    let inline = SendWqe {
+    let inline = |n: u32| SendWqe {
         flags: WQE_FLAG_INLINE,
-        inline_len: 40,
+        inline_len: n,
         ..base
     };
-    w(2, inline, &text);
-    w(
-        3,
-        SendWqe {
-            num_sge: 200,
-            ..base
-        },
-        &[],
-    );
+    // Slots 0-3: one to four SGEs; 4 and 5: 32 and 33 inline bytes; 6 and 7: more SGEs or
+    // inline bytes than the slot holds.
+    let entries: [(SendWqe, &[u8]); 8] = [
+        (SendWqe { num_sge: 1, ..base }, &four[..SGE_SIZE]),
+        (SendWqe { num_sge: 2, ..base }, &four[..2 * SGE_SIZE]),
+        (SendWqe { num_sge: 3, ..base }, &four[..3 * SGE_SIZE]),
+        (SendWqe { num_sge: 4, ..base }, &four),
+        (inline(32), &text[..32]),
+        (inline(33), &text[..33]),
+        (
+            SendWqe {
+                num_sge: 200,
+                ..base
+            },
+            &[],
+        ),
+        (inline(slot), &[]),
+    ];
+    for (i, (wqe, body)) in (0u32..).zip(entries.iter()) {
+        let ok = sq.ring.write(at(i), &wqe.to_bytes()).is_ok()
+            && sq.ring.write(at(i) + SEND_WQE_SIZE, body).is_ok();
+        t.expect(ok, "ring write");
+    }
     let same = |a: &[RingSge], n: u32| {
         a.len() == n as usize
             && a.iter()
                 .zip(1..)
                 .all(|(s, i)| (s.addr, s.length, s.lkey) == (0x1000 * u64::from(i), i, 7 + i))
     };
-    match sq.read(0) {
-        Ok(e) => t.expect(same(&e.sges, 1) && e.inline.is_empty(), "one SGE"),
-        Err(f) => t.fail(format_args!("slot 0: {f:?}")),
+    for n in 1..=4u32 {
+        match sq.read(n - 1) {
+            Ok(e) => t.expect(
+                same(&e.sges, n)
+                    && e.inline.is_empty()
+                    && e.data_len() == u64::from(n * (n + 1) / 2),
+                "SGEs copied",
+            ),
+            Err(f) => t.fail(format_args!("{n} SGEs: {f:?}")),
+        }
     }
-    match sq.read(1) {
-        Ok(e) => t.expect(same(&e.sges, 4) && e.data_len() == 10, "four SGEs"),
-        Err(f) => t.fail(format_args!("slot 1: {f:?}")),
+    for (slot, n) in [(4u32, 32usize), (5, 33)] {
+        match sq.read(slot) {
+            Ok(e) => t.expect(e.sges.is_empty() && *e.inline == text[..n], "inline bytes"),
+            Err(f) => t.fail(format_args!("{n} inline bytes: {f:?}")),
+        }
     }
-    match sq.read(2) {
-        Ok(e) => t.expect(e.sges.is_empty() && *e.inline == text, "inline bytes"),
-        Err(f) => t.fail(format_args!("slot 2: {f:?}")),
-    }
-    t.expect_eq(sq.read(3).err(), Some(RingFault::Entry));
+    t.expect_eq(sq.read(6).err(), Some(RingFault::Entry));
+    t.expect_eq(sq.read(7).err(), Some(RingFault::Entry));
 }
 
 kunit_suite!(
