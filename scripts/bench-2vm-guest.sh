@@ -70,9 +70,12 @@ for round in $(seq 1 "$ROUNDS"); do
 		if [ "$role" = client ]; then
 			# A BW average of 0.00 is perftest's, not the link's: from the iterations it
 			# counted then, as scripts/bench-guest.sh does.
-			mbs=$(awk -v d="$DUR" '$1 == 65536 {
-				v = $4; if (v == 0) v = $2 * 65536 / d / 1048576
-				if (v > 0) printf "%.2f\n", v; else print "nan" }' <<<"$OUT" | tail -1)
+			row=$(awk '$1 == 65536' <<<"$OUT" | tail -1)
+			mbs=$(awk -v d="$DUR" '{ v = $4; if (v == 0) v = $2 * 65536 / d / 1048576 }
+				END { if (v > 0) printf "%.2f\n", v; else print "nan" }' <<<"$row")
+			if [ -n "$row" ] && [ "$(awk '{print $4}' <<<"$row")" = 0.00 ]; then
+				info "$sys write_bw: perftest printed 0.00 MB/s; from its iterations: $mbs"
+			fi
 			echo "$round 2vm.$sys.ib_write_bw.65536 $mbs" >>"$RAW"
 		fi
 		step "$sys send_lat" ib_send_lat -F -n "$LAT_ITERS" -s 2 -d dev0 -x "$GID" -- \
