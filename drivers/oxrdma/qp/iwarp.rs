@@ -1584,6 +1584,25 @@ impl QpInner {
                 return;
             }
             let crc = iw.crc;
+            // The common case first: a whole FPDU, placed and finished in one go.
+            if let Some(w) = iw.deframer.whole_with(&crc, data) {
+                let payload = &data[w.start..w.start + usize::from(w.payload_len)];
+                let r = self
+                    .iw_header(st, w.segment, w.payload_len)
+                    .and_then(|()| {
+                        if payload.is_empty() {
+                            Ok(())
+                        } else {
+                            self.iw_payload(st, payload)
+                        }
+                    })
+                    .and_then(|()| self.iw_end(st));
+                if let Err(t) = r {
+                    return self.iw_refused(st, t, Some(w.segment));
+                }
+                data = &data[w.consumed..];
+                continue;
+            }
             let step = match iw.deframer.step_with(&crc, data) {
                 Ok(s) => s,
                 Err(t) => {
@@ -1605,19 +1624,23 @@ impl QpInner {
                     Event::Header { segment, .. } => Some(segment),
                     _ => st.iw.as_ref().and_then(|iw| iw.rx_hdr),
                 };
-                match (t, what) {
-                    (Some(t), Some(s)) => {
-                        pr_info!("QP {:#x}: iWARP {:?} refused: {}\n", self.qpn, s.opcode, t)
-                    }
-                    (Some(t), None) => {
-                        pr_info!("QP {:#x}: iWARP segment refused: {}\n", self.qpn, t)
-                    }
-                    (None, _) => {}
-                }
-                return self.iw_fail(st, t);
+                return self.iw_refused(st, t, what);
             }
             data = &data[step.consumed..];
         }
+    }
+
+    /// The segment `what` (if known) was refused: with `t`, the connection ends with that
+    /// TERMINATE.
+    fn iw_refused(&self, st: &mut QpState, t: Option<TermCode>, what: Option<Segment>) {
+        match (t, what) {
+            (Some(t), Some(s)) => {
+                pr_info!("QP {:#x}: iWARP {:?} refused: {}\n", self.qpn, s.opcode, t)
+            }
+            (Some(t), None) => pr_info!("QP {:#x}: iWARP segment refused: {}\n", self.qpn, t),
+            (None, _) => {}
+        }
+        self.iw_fail(st, t);
     }
 
     /// A segment's header: decide where its payload goes.

@@ -44,6 +44,19 @@ pub enum Event {
     End,
 }
 
+/// A whole FPDU that [`Deframer::whole_with`] took at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Whole {
+    /// The segment's header.
+    pub segment: Segment,
+    /// Offset of its payload in the input.
+    pub start: usize,
+    /// Bytes of payload.
+    pub payload_len: u16,
+    /// Input bytes the FPDU took (the next step starts after them).
+    pub consumed: usize,
+}
+
 /// The result of one [`Deframer::step`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Step {
@@ -138,6 +151,44 @@ impl Deframer {
             self.failed = Some(e);
         }
         r
+    }
+
+    /// The common case in one call: when the stream is between FPDUs, has no markers, and
+    /// `input` starts with a whole FPDU whose header is valid and whose CRC (if on) matches,
+    /// takes that FPDU and returns it, as [`Event::Header`], [`Event::Payload`] and
+    /// [`Event::End`] would, its CRC already checked. Otherwise takes nothing and returns
+    /// `None`: [`Deframer::step_with`] then goes on (and reports any error).
+    pub fn whole_with<E: Crc32cEngine>(&mut self, crc: &E, input: &[u8]) -> Option<Whole> {
+        if self.markers || self.failed.is_some() || !self.at_boundary() || self.have != 0 {
+            return None;
+        }
+        let len = usize::from(u16::from_be_bytes([*input.first()?, *input.get(1)?]));
+        let covered = LEN_FIELD + len + pad_len(len);
+        let consumed = covered + CRC_LEN;
+        let fpdu = input.get(..consumed)?;
+        let ulpdu = &fpdu[LEN_FIELD..LEN_FIELD + len];
+        let hdr_len = ddp::header_len([*ulpdu.first()?, *ulpdu.get(1)?]).ok()?;
+        let payload_len = len.checked_sub(hdr_len)?;
+        let payload_len16 = u16::try_from(payload_len).ok()?;
+        let (segment, _) = ddp::parse(ulpdu.get(..hdr_len)?).ok()?;
+        segment.check_payload_len(payload_len).ok()?;
+        if self.crc_on {
+            let mut c = Crc32c::new();
+            c.update_with(crc, &fpdu[..covered]);
+            let want = &fpdu[covered..];
+            if crc_from_wire([want[0], want[1], want[2], want[3]]) != c.finish() {
+                return None;
+            }
+        }
+        self.advance(consumed);
+        // Between FPDUs again, as `advance` left the FPDU's count.
+        self.fpdu_at = 0;
+        Some(Whole {
+            segment,
+            start: LEN_FIELD + hdr_len,
+            payload_len: payload_len16,
+            consumed,
+        })
     }
 
     fn run<E: Crc32cEngine>(&mut self, crc: &E, input: &[u8]) -> Result<Step, TermCode> {
@@ -385,11 +436,24 @@ mod tests {
     /// Feeds `s` to a deframer in chunks of the sizes `cuts` (cycled) and collects the
     /// payload of each FPDU; the first error ends it, and a stream that ends inside an FPDU
     /// returns [`TermCode::LLP_FRAMING`].
+    /// Both ways, step by step and taking whole FPDUs first where it can: they must agree.
     fn deframe(
         s: &[u8],
         cuts: &[usize],
         crc: bool,
         markers: bool,
+    ) -> (Vec<Vec<u8>>, Option<TermCode>) {
+        let stepped = deframe_by(s, cuts, crc, markers, false);
+        assert_eq!(deframe_by(s, cuts, crc, markers, true), stepped);
+        stepped
+    }
+
+    fn deframe_by(
+        s: &[u8],
+        cuts: &[usize],
+        crc: bool,
+        markers: bool,
+        whole: bool,
     ) -> (Vec<Vec<u8>>, Option<TermCode>) {
         let mut d = Deframer::new(crc, markers);
         let mut got = Vec::new();
@@ -403,6 +467,16 @@ mod tests {
             let mut chunk = &s[at..at + n];
             at += n;
             while !chunk.is_empty() {
+                if let Some(w) = whole.then(|| d.whole_with(&SoftCrc32c, chunk)).flatten() {
+                    let end = w.start + usize::from(w.payload_len);
+                    assert!(end <= w.consumed);
+                    assert_eq!(w.segment.opcode, Opcode::Send);
+                    assert!(d.at_boundary());
+                    got.push(chunk[w.start..end].to_vec());
+                    headers += 1;
+                    chunk = &chunk[w.consumed..];
+                    continue;
+                }
                 let step = match d.step(chunk) {
                     Ok(step) => step,
                     Err(e) => return (got, Some(e)),
