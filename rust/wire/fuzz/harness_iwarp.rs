@@ -16,8 +16,22 @@ pub struct Outcome {
 }
 
 /// Runs a deframer over `stream` fed in the pieces `cuts` splits it into (split offsets,
-/// ascending), checking the invariants every step must keep.
+/// ascending), checking the invariants every step must keep; twice, step by step and taking
+/// whole FPDUs first where it can (`Deframer::whole_with`), which must agree.
 pub fn deframe_cut(stream: &[u8], cuts: &[usize], crc: bool, markers: bool) -> Outcome {
+    let stepped = deframe_cut_by(stream, cuts, crc, markers, false);
+    assert_eq!(deframe_cut_by(stream, cuts, crc, markers, true), stepped);
+    stepped
+}
+
+fn deframe_cut_by(
+    stream: &[u8],
+    cuts: &[usize],
+    crc: bool,
+    markers: bool,
+    whole_first: bool,
+) -> Outcome {
+    use oxrdma_wire::crc32c::SoftCrc32c;
     use oxrdma_wire::iwarp::stream::{Deframer, Event};
     let mut d = Deframer::new(crc, markers);
     let mut fpdus = Vec::new();
@@ -28,6 +42,16 @@ pub fn deframe_cut(stream: &[u8], cuts: &[usize], crc: bool, markers: bool) -> O
         let mut chunk = &stream[prev..end];
         prev = end;
         while !chunk.is_empty() {
+            if whole_first && cur.is_none() {
+                if let Some(w) = d.whole_with(&SoftCrc32c, chunk) {
+                    let end = w.start + usize::from(w.payload_len);
+                    assert!(w.consumed > 0 && end <= w.consumed && w.consumed <= chunk.len());
+                    assert!(d.at_boundary());
+                    fpdus.push((w.segment, chunk[w.start..end].to_vec()));
+                    chunk = &chunk[w.consumed..];
+                    continue;
+                }
+            }
             let step = match d.step(chunk) {
                 Ok(s) => s,
                 Err(e) => {
