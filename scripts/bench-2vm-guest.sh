@@ -68,11 +68,9 @@ for round in $(seq 1 "$ROUNDS"); do
 		step "$sys write_bw" ib_write_bw -F -D "$DUR" -s 65536 -d dev0 -x "$GID" -- \
 			ib_write_bw -F -D "$DUR" -s 65536 -d dev0 -x "$GID" "$SERVER_IP"
 		if [ "$role" = client ]; then
-			# A BW average of 0.00 is perftest's, not the link's: from the iterations it
-			# counted then, as scripts/bench-guest.sh does.
+			# A BW average of 0.00 is perftest's, not the link's (perftest_mbs).
 			row=$(awk '$1 == 65536' <<<"$OUT" | tail -1)
-			mbs=$(awk -v d="$DUR" '{ v = $4; if (v == 0) v = $2 * 65536 / d / 1048576 }
-				END { if (v > 0) printf "%.2f\n", v; else print "nan" }' <<<"$row")
+			mbs=$(perftest_mbs "$row" 65536 "$DUR")
 			if [ -n "$row" ] && [ "$(awk '{print $4}' <<<"$row")" = 0.00 ]; then
 				info "$sys write_bw: perftest printed 0.00 MB/s; from its iterations: $mbs"
 			fi

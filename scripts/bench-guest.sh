@@ -51,18 +51,13 @@ bw() {
 	read -r j1 _ < <(cpu_jiffies)
 	row=$(grep -E "^[[:space:]]*$size[[:space:]]" <<<"$PAIR_CLIENT_OUT" | tail -1) ||
 		fail "$sys $tool $size$tag: no result row: $PAIR_CLIENT_OUT"
-	mbs=$(awk '{print $4}' <<<"$row")
-	# perftest's duration mode now and then prints a BW average of 0.00 (on both sides; rxe's
-	# ib_send_bw almost always) with the iterations it counted in the timed window right:
-	# in runs that printed both, iterations x size / duration (x 2 both ways) was the average
-	# to 0.2 %. Take that then (one QP: how perftest counts several was not checked); else no
-	# figure (nan: the report counts it as not measured), not a bandwidth of zero.
-	if awk -v m="$mbs" 'BEGIN { exit !(m == 0) }'; then
-		local dirs=1
-		[[ " $* " == *" -b "* ]] && dirs=2
-		[[ " $* " == *" -q "* ]] && dirs=0
-		mbs=$(awk -v d="$DUR" -v s="$size" -v k="$dirs" \
-			'{ v = $2 * s * k / d / 1048576; if (v > 0) printf "%.2f", v; else print "nan" }' <<<"$row")
+	# A printed 0.00 is taken from the iterations (perftest_mbs), for one QP only: how
+	# perftest counts several was not checked (nan, which the report counts as not measured).
+	local dirs=1
+	[[ " $* " == *" -b "* ]] && dirs=2
+	[[ " $* " == *" -q "* ]] && dirs=0
+	mbs=$(perftest_mbs "$row" "$size" "$DUR" "$dirs")
+	if awk '{ exit !($4 == 0) }' <<<"$row"; then
 		info "$sys $tool $size$tag: perftest printed 0.00 MB/s; from its $(awk '{print $2}' <<<"$row") iterations: $mbs"
 	fi
 	busy=$((j1 - j0))

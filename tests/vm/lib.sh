@@ -639,6 +639,17 @@ run_pair() {
 	info "run_pair: both succeeded in $(_ox_fmt_s $((_OX_NOW - t0))) s (client attempts: $attempt)"
 }
 
+# perftest_mbs ROW SIZE SECONDS [DIRECTIONS]: the MB/s of perftest's duration-mode result row
+# ROW (messages of SIZE bytes for SECONDS; DIRECTIONS 2 for -b, 0 when the iterations cannot
+# be trusted). perftest now and then prints a BW average of 0.00 (on both sides; rxe's
+# ib_send_bw almost always) with the iterations it counted in the timed window right: in runs
+# that printed both, iterations x size / duration (x 2 both ways) was the average to 0.2 %.
+# That then; else nan (not measured), never a bandwidth of zero.
+perftest_mbs() {
+	awk -v s="$2" -v d="$3" -v k="${4:-1}" '{ v = $4; if (v == 0) v = $2 * s * k / d / 1048576 }
+		END { if (v > 0) printf "%.2f\n", v; else print "nan" }' <<<"$1"
+}
+
 # cm_listener_dev PORT: the device and port ("oxb_i/1") of the rdma_cm listener on PORT.
 # rdma_cm binds an address to the first registered device that has it: where an oxroce and an
 # oxiwarp device share a netdev, the one made first carries the connections.
