@@ -44,7 +44,8 @@ pub enum Event {
     End,
 }
 
-/// A whole FPDU that [`Deframer::whole_with`] took at once.
+/// A whole FPDU that [`Deframer::whole_with`] took at once: its payload is
+/// `input[start..start + payload_len]`, and `start + payload_len <= consumed <= input.len()`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Whole {
     /// The segment's header.
@@ -159,7 +160,7 @@ impl Deframer {
     /// [`Event::End`] would, its CRC already checked. Otherwise takes nothing and returns
     /// `None`: [`Deframer::step_with`] then goes on (and reports any error).
     pub fn whole_with<E: Crc32cEngine>(&mut self, crc: &E, input: &[u8]) -> Option<Whole> {
-        if self.markers || self.failed.is_some() || !self.at_boundary() || self.have != 0 {
+        if self.markers || !self.at_boundary() {
             return None;
         }
         let len = usize::from(u16::from_be_bytes([*input.first()?, *input.get(1)?]));
@@ -433,10 +434,8 @@ mod tests {
         out
     }
 
-    /// Feeds `s` to a deframer in chunks of the sizes `cuts` (cycled) and collects the
-    /// payload of each FPDU; the first error ends it, and a stream that ends inside an FPDU
-    /// returns [`TermCode::LLP_FRAMING`].
-    /// Both ways, step by step and taking whole FPDUs first where it can: they must agree.
+    /// [`deframe_by`] both ways, step by step and taking whole FPDUs first where it can:
+    /// they must agree.
     fn deframe(
         s: &[u8],
         cuts: &[usize],
@@ -448,6 +447,10 @@ mod tests {
         stepped
     }
 
+    /// Feeds `s` to a deframer in chunks of the sizes `cuts` (cycled) and collects the
+    /// payload of each FPDU (`whole`: taking whole FPDUs at once where it can); the first
+    /// error ends it, and a stream that ends inside an FPDU returns
+    /// [`TermCode::LLP_FRAMING`].
     fn deframe_by(
         s: &[u8],
         cuts: &[usize],
