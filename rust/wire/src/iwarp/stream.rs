@@ -397,7 +397,9 @@ fn copy(dst: &mut [u8], src: &[u8]) {
 mod tests {
     extern crate std;
 
-    use super::super::ddp::{Opcode, Placement, RdmapHeader, QN_SEND};
+    use super::super::ddp::{
+        Opcode, Placement, RdmapHeader, ReadRequest, QN_READ_REQUEST, QN_SEND,
+    };
     use super::super::mpa::Framer;
     use super::*;
     use proptest::prelude::*;
@@ -586,13 +588,17 @@ mod tests {
         h[1] = 0x03;
         let mut s = vec![0u8; f.wire_len(28)];
         f.frame(&[&h, &p[0]], &mut s).unwrap();
-        let (got, err) = deframe(&s, &[5], true, false);
-        assert!(got.is_empty());
-        assert_eq!(err, Some(TermCode::RDMAP_VERSION));
+        for cut in [5, usize::MAX] {
+            let (got, err) = deframe(&s, &[cut], true, false);
+            assert!(got.is_empty());
+            assert_eq!(err, Some(TermCode::RDMAP_VERSION));
+        }
         // The same bytes with the CRC broken: a CRC error.
         let last = s.len() - 1;
         s[last] ^= 0xff;
-        assert_eq!(deframe(&s, &[5], true, false).1, Some(TermCode::LLP_CRC));
+        for cut in [5, usize::MAX] {
+            assert_eq!(deframe(&s, &[cut], true, false).1, Some(TermCode::LLP_CRC));
+        }
     }
 
     #[test]
@@ -619,10 +625,99 @@ mod tests {
         let mut s = vec![0u8, 10];
         s.extend_from_slice(&send_header(1, 0, true)[..10]);
         s.extend_from_slice(&[0; 4]);
-        assert_eq!(
-            deframe(&s, &[8], false, false).1,
-            Some(TermCode::LLP_FRAMING)
-        );
+        for cut in [8, usize::MAX] {
+            assert_eq!(
+                deframe(&s, &[cut], false, false).1,
+                Some(TermCode::LLP_FRAMING)
+            );
+        }
+    }
+
+    /// Frames `seg` with `payload` as one FPDU.
+    fn fpdu(seg: &Segment, payload: &[u8], crc: bool) -> Vec<u8> {
+        let mut h = [0u8; MAX_HDR_LEN];
+        let n = seg.write(&mut h).unwrap();
+        let mut f = Framer::new(crc, false);
+        let mut out = vec![0u8; f.wire_len(n + payload.len())];
+        f.frame(&[&h[..n], payload], &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn whole_with_takes_only_what_it_can_check() {
+        let send = Segment {
+            opcode: Opcode::Send,
+            last: true,
+            placement: Placement::Untagged {
+                qn: QN_SEND,
+                msn: 1,
+                mo: 0,
+                inv_stag: 0,
+            },
+            rdmap: RdmapHeader::None,
+        };
+        for crc in [false, true] {
+            let s = fpdu(&send, &[9, 8, 7], crc);
+            // The FPDU and more: it is taken, the rest left.
+            let mut more = s.clone();
+            more.extend_from_slice(&[1, 2]);
+            let mut d = Deframer::new(crc, false);
+            let w = d.whole_with(&SoftCrc32c, &more).unwrap();
+            assert_eq!((w.segment, w.consumed), (send, s.len()));
+            assert_eq!(
+                &more[w.start..w.start + usize::from(w.payload_len)],
+                &[9, 8, 7]
+            );
+            assert!(d.at_boundary());
+            // One byte short: nothing taken.
+            let mut d = Deframer::new(crc, false);
+            assert_eq!(d.whole_with(&SoftCrc32c, &s[..s.len() - 1]), None);
+            assert!(d.at_boundary());
+            // Inside an FPDU, or on a stream with markers: never.
+            let mut d = Deframer::new(crc, false);
+            assert_eq!(d.step(&s[..1]).unwrap().consumed, 1);
+            assert_eq!(d.whole_with(&SoftCrc32c, &s[1..]), None);
+            assert_eq!(Deframer::new(crc, true).whole_with(&SoftCrc32c, &s), None);
+        }
+        // A bad CRC, a bad DDP version, a ULPDU shorter than its header, payload after a
+        // READ request: declined, so that stepping reports the error.
+        let mut bad_crc = fpdu(&send, &[9], true);
+        let last = bad_crc.len() - 1;
+        bad_crc[last] ^= 1;
+        let mut bad_version = fpdu(&send, &[9], false);
+        bad_version[2] ^= 0x01;
+        let mut short = vec![0u8, 10];
+        short.extend_from_slice(&send_header(1, 0, true)[..10]);
+        short.extend_from_slice(&[0; 4]);
+        let read = Segment {
+            opcode: Opcode::ReadRequest,
+            last: true,
+            placement: Placement::Untagged {
+                qn: QN_READ_REQUEST,
+                msn: 1,
+                mo: 0,
+                inv_stag: 0,
+            },
+            rdmap: RdmapHeader::ReadRequest(ReadRequest {
+                sink_stag: 1,
+                sink_to: 2,
+                size: 3,
+                source_stag: 4,
+                source_to: 5,
+            }),
+        };
+        let read_with_payload = fpdu(&read, &[1], false);
+        for (s, crc) in [
+            (&bad_crc, true),
+            (&bad_version, false),
+            (&short, false),
+            (&read_with_payload, false),
+        ] {
+            let mut d = Deframer::new(crc, false);
+            assert_eq!(d.whole_with(&SoftCrc32c, s), None);
+            assert!(d.at_boundary());
+            assert!(deframe(s, &[usize::MAX], crc, false).1.is_some());
+        }
     }
 
     proptest! {
@@ -671,6 +766,12 @@ mod tests {
                 while !c.is_empty() {
                     guard += 1;
                     prop_assert!(guard < 10_000);
+                    if let Some(w) = d.whole_with(&SoftCrc32c, c) {
+                        prop_assert!(w.start + usize::from(w.payload_len) <= w.consumed);
+                        prop_assert!(w.consumed > 0 && w.consumed <= c.len());
+                        c = &c[w.consumed..];
+                        continue;
+                    }
                     match d.step(c) {
                         Ok(st) => {
                             if let Event::Payload { start, len } = st.event {
