@@ -88,6 +88,9 @@ const BURST: u32 = WINDOW;
 /// Passes of one run in process context before the rest goes back to the work item (from
 /// softirq context a run is one pass).
 const PROCESS_PASSES: u32 = 8;
+/// Unsignaled work requests in a row, none of them answered by a request from the peer, from
+/// which a QP's doorbell leaves the sending to its work item ([`QpInner::doorbell`]).
+const STREAM_UNWAITED: u32 = 8;
 /// The packets a QP may send from softirq context now: [`BURST`], or none if a task waits for
 /// the CPU (the work item, which the scheduler shares out, sends them instead). A sender whose
 /// packets all go out from the acknowledgements it receives (and a responder answering READs)
@@ -256,6 +259,10 @@ pub(crate) struct QpState {
     held_ack: Option<Ack>,
     /// In SQD: raise SQ_DRAINED once nothing is outstanding.
     sqd_notify: bool,
+    /// Unsignaled work requests taken since the QP last received a request or took a
+    /// signaled one: a QP that streams, with nothing waiting for its sends
+    /// ([`QpInner::doorbell`]).
+    unwaited: u32,
     /// A datagram QP's next send PSN.
     ud_psn: Psn,
     /// A UC QP's receive sequence (RC QPs have their responder instead).
@@ -494,6 +501,7 @@ impl QpInner {
                     reads,
                     outgoing: Outgoings::new(),
                     held_ack: None,
+                    unwaited: 0,
                     sqd_notify: false,
                     ud_psn: Psn::new(0),
                     uc: UcReceiver::new(Psn::new(0)),
@@ -515,10 +523,25 @@ impl QpInner {
         self.run_passes(PROCESS_PASSES);
     }
 
-    /// [`QpInner::run`] for a process's doorbell (its POST_SEND command).
+    /// [`QpInner::run`] for a process's doorbell (its POST_SEND command): right here, or,
+    /// for a QP that streams ([`STREAM_UNWAITED`] unsignaled work requests taken since it
+    /// last received a request) with another CPU online, from its work item on another CPU,
+    /// in parallel with the process posting (which rings no doorbell meanwhile: the busy mark
+    /// is set). Run here, a stream to a local peer runs on one CPU: the peer's receive and
+    /// acknowledgement run in the softirq of this send, the completion in that of the
+    /// acknowledgement, all before the process posts again.
     pub(crate) fn doorbell(self: &Arc<Self>) {
         if self.iwarp {
             self.iw_doorbell();
+            return;
+        }
+        let streams = {
+            let st = self.st.lock();
+            st.state == St::Rts && st.unwaited >= STREAM_UNWAITED
+        };
+        if streams && workqueue::several_cpus_online() {
+            self.sq.set_busy();
+            self.kick();
             return;
         }
         self.run_passes(PROCESS_PASSES);

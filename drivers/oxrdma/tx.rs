@@ -416,10 +416,10 @@ fn write_iba(
 const BATCH_BYTES: usize = 15 * 1024;
 
 /// Packets of one RoCE v2 path sent together: a run of equally long packets (the middle
-/// packets of a message, and its last) goes into one skb that the stack, or the device,
-/// cuts into one datagram per packet (UDP segmentation offload): one trip through the IP
-/// stack and the link for the run, and over a veth one through the peer's IP receive path
-/// until its UDP socket cuts it. Every datagram is a complete RoCE packet whose ICRC covers
+/// packets of a message and its last, or single-packet messages of one length) goes into
+/// one skb that the stack, or the device, cuts into one datagram per packet (UDP
+/// segmentation offload): one trip through the IP stack and the link for the run, and over
+/// a veth one through the peer's IP receive path until its UDP socket cuts it. Every datagram is a complete RoCE packet whose ICRC covers
 /// the IP and UDP headers it carries once cut (its own lengths; IPv4 identifications count
 /// up from the run's first). Dropping the batch sends what it holds.
 pub(crate) struct TxBatch<'a> {
@@ -444,8 +444,8 @@ struct OpenBatch {
 
 impl TxBatch<'_> {
     /// Sends a packet as [`Tx::send`] does, or adds it to the batch: `more` says packets of
-    /// the same length are likely to follow (a message's middle packets). A failure of
-    /// `fill` (`EFAULT`) leaves the batch as it was.
+    /// the same length are likely to follow. A failure of `fill` (`EFAULT`) leaves the batch
+    /// as it was.
     pub(crate) fn send(
         &mut self,
         h: &Headers,

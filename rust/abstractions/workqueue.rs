@@ -118,6 +118,12 @@ pub fn next_online_cpu() -> u32 {
     unsafe { bindings::oxrdma_next_online_cpu() }
 }
 
+/// Whether more than one CPU is online (a hint, as for [`next_online_cpu`]).
+pub fn several_cpus_online() -> bool {
+    // SAFETY: reads the count of online CPUs; no requirements.
+    unsafe { bindings::oxrdma_several_cpus_online() }
+}
+
 /// Queues `w` on the module's per-CPU high-priority workqueue, to run on `cpu` (an online
 /// CPU; if it goes offline meanwhile, the workqueue moves the work elsewhere). Before the
 /// queues exist (module init only), on the unbound queue. Returns what queueing `w`

@@ -192,6 +192,11 @@ u32 oxrdma_next_online_cpu(void)
 	return cpu < nr_cpu_ids ? cpu : cpumask_first(cpu_online_mask);
 }
 
+bool oxrdma_several_cpus_online(void)
+{
+	return num_online_cpus() > 1;
+}
+
 struct page *oxrdma_virt_page(u64 addr)
 {
 	void *va = (void *)(uintptr_t)addr;

@@ -46,6 +46,8 @@ struct workqueue_struct;
 struct workqueue_struct *oxrdma_alloc_workqueue(const char *name);
 struct workqueue_struct *oxrdma_alloc_percpu_highpri_workqueue(const char *name);
 u32 oxrdma_next_online_cpu(void);
+/* Whether more than one CPU is online. */
+bool oxrdma_several_cpus_online(void);
 
 /* Ring memory: @addr, zeroed whole pages that remap_vmalloc_range() may map into a process. */
 struct oxrdma_ring {

@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # Data integrity between two oxroce devices in two namespaces (tests/vm/integrity/integrity.py:
 # a 4 MiB pseudo-random pattern moved with RDMA WRITE, RDMA READ and SEND/RECV in odd and
-# multi-packet sizes, every byte compared; atomics), first on a clean link, then with netem
-# dropping, duplicating and reordering packets on both veth ends: RC must still deliver
-# every byte exactly once.
+# multi-packet sizes, every byte compared; streams of small writes and reads, mostly
+# unsignaled; atomics), first on a clean link, then with netem dropping, duplicating and
+# reordering packets on both veth ends: RC must still deliver every byte exactly once.
 set -euo pipefail
 # shellcheck source=tests/vm/lib.sh
 . "$OX_ROOT/tests/vm/lib.sh"
@@ -19,6 +19,8 @@ run_integrity() {
 	info "$what: $(tr '\n' ';' <<<"$EXPECT_OUT")"
 	[ "$EXPECT_RC" = 0 ] || fail "$what: integrity.py exit status $EXPECT_RC"
 	expect_match "$EXPECT_OUT" "^integrity: $((3 * mib * 1048576)) bytes checked$" "$what: all bytes"
+	expect_match "$EXPECT_OUT" "^small: 524288 bytes in 8192 messages of 64 bytes ok$" \
+		"$what: streams of small messages"
 }
 
 run_integrity "clean link" 4

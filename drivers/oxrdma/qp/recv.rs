@@ -59,6 +59,9 @@ impl QpInner {
             self.dev.tx.stats.inc(Counter::RxDrop);
             return;
         }
+        if !pkt.opcode.operation().is_response() {
+            st.unwaited = 0;
+        }
         match (self.qp_type, pkt.opcode.transport()) {
             (QpType::Rc, Transport::Rc) => {}
             (QpType::Uc, Transport::Uc) => return self.on_uc_request(&mut st, pkt, bytes),

@@ -478,6 +478,11 @@ impl QpInner {
             Err(_) => return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR),
         }
         st.next_seq += 1;
+        st.unwaited = if self.sig_all || e.wqe.flags & WQE_FLAG_SIGNALED != 0 {
+            0
+        } else {
+            st.unwaited.saturating_add(1)
+        };
         st.ops[idx] = Some(SendOp {
             wr_id: e.wqe.wr_id,
             opcode: v.opcode,
@@ -597,7 +602,10 @@ impl QpInner {
             let mut local_err = None;
             let dev = &self.dev;
             let pdn = self.pdn;
-            let more = !tx.first && !tx.last;
+            // Packets of the same length likely follow: a message's middle packets, or a
+            // single-packet message with more of the queue's packets behind it (a stream of
+            // equally long messages).
+            let more = (!tx.first && !tx.last) || (tx.first && tx.last && has_unsent(st));
             let r = batch.send(&h, payload as usize, more, |buf| {
                 if let Err(s) = gather(dev, pdn, op, tx.offset as usize, buf) {
                     local_err = Some(s);
