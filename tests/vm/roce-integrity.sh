@@ -15,7 +15,8 @@ prog=$OX_ROOT/tests/vm/integrity/integrity.py
 
 run_integrity() {
 	local what=$1 mib=$2
-	OX_CMD_TIMEOUT=400 capture /usr/bin/python3 "$prog" oxa_r "$gid_a" oxb_r "$gid_b" "$mib"
+	OX_CMD_TIMEOUT=400 capture /usr/bin/python3 "$prog" oxa_r "$gid_a" oxb_r "$gid_b" "$mib" \
+		streams
 	info "$what: $(tr '\n' ';' <<<"$EXPECT_OUT")"
 	[ "$EXPECT_RC" = 0 ] || fail "$what: integrity.py exit status $EXPECT_RC"
 	expect_match "$EXPECT_OUT" "^integrity: $((3 * mib * 1048576)) bytes checked$" "$what: all bytes"
