@@ -419,9 +419,10 @@ const BATCH_BYTES: usize = 15 * 1024;
 /// packets of a message and its last, or single-packet messages of one length) goes into
 /// one skb that the stack, or the device, cuts into one datagram per packet (UDP
 /// segmentation offload): one trip through the IP stack and the link for the run, and over
-/// a veth one through the peer's IP receive path until its UDP socket cuts it. Every datagram is a complete RoCE packet whose ICRC covers
-/// the IP and UDP headers it carries once cut (its own lengths; IPv4 identifications count
-/// up from the run's first). Dropping the batch sends what it holds.
+/// a veth one through the peer's IP receive path until its UDP socket cuts it. Every
+/// datagram is a complete RoCE packet whose ICRC covers the IP and UDP headers it carries
+/// once cut (its own lengths; IPv4 identifications count up from the run's first). Dropping
+/// the batch sends what it holds.
 pub(crate) struct TxBatch<'a> {
     tx: &'a Tx,
     path: &'a TxPath,
