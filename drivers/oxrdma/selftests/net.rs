@@ -319,7 +319,17 @@ fn tunnel_keeps_order_past_a_pause(t: &mut Test) {
     let Some((_dev, rx, tun)) = open_collecting(t, PORT) else {
         return;
     };
-    let pause = match tun.pause_receive() {
+    // The work item `open` queued may be looking at the (empty) queues right now: `EBUSY`
+    // until it is done.
+    let mut paused = tun.pause_receive();
+    for _ in 0..100 {
+        match &paused {
+            Err(e) if e.to_errno() == EBUSY.to_errno() => msleep(10),
+            _ => break,
+        }
+        paused = tun.pause_receive();
+    }
+    let pause = match paused {
         Ok(p) => p,
         Err(e) => return t.fail(format_args!("pause: {e:?}")),
     };
