@@ -65,7 +65,7 @@ devs_down() {
 bw() {
 	local sys=$1 tool=$2 size=$3 row mbs
 	sys_args "$sys"
-	run_pair --port 18515 --retry 5 --server-ns "$SNS" --client-ns "$CNS" 120 \
+	run_pair --port 18515 --server-ns "$SNS" --client-ns "$CNS" 120 \
 		"$tool" -R -F -n "$BW_ITERS" -s "$size" -d "$SDEV" -- \
 		"$tool" -R -F -n "$BW_ITERS" -s "$size" -d "$CDEV" "$SIP"
 	row=$(grep -E "^[[:space:]]*$size[[:space:]]+$BW_ITERS[[:space:]]" <<<"$PAIR_CLIENT_OUT" | tail -1) ||
@@ -85,7 +85,7 @@ bw() {
 lat() {
 	local sys=$1 tool=$2 row
 	sys_args "$sys"
-	run_pair --port 18515 --retry 5 --server-ns "$SNS" --client-ns "$CNS" 120 \
+	run_pair --port 18515 --server-ns "$SNS" --client-ns "$CNS" 120 \
 		"$tool" -R -F -n "$LAT_ITERS" -s 2 -d "$SDEV" -- \
 		"$tool" -R -F -n "$LAT_ITERS" -s 2 -d "$CDEV" "$SIP"
 	row=$(grep -E "^[[:space:]]*2[[:space:]]+$LAT_ITERS[[:space:]]" <<<"$PAIR_CLIENT_OUT") ||

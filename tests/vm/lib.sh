@@ -516,6 +516,14 @@ _ox_listening() {
 	[ -n "$(cm_listener_dev "$port")" ]
 }
 
+# _ox_refused LOG ATTEMPT: the client of LOG was refused by rdma_cm (REJECTED, -ECONNREFUSED),
+# on one of its first 5 attempts. rdma_cm shows a listen as LISTEN (in `rdma res show cm_id`,
+# which run_pair waits for) before the driver listens, and a wildcard listen reaches the
+# devices one by one: a client started right then may find nothing listening yet.
+_ox_refused() {
+	(($2 < 5)) && grep -Eq 'REJECTED[;,] error:? -111' "$1"
+}
+
 _ox_exited() {
 	! kill -0 "$1" 2>/dev/null
 }
@@ -600,7 +608,7 @@ run_pair() {
 		[ "$crc" != 124 ] || break
 		kill -0 "$spid" 2>/dev/null || break
 		_ox_now_us
-		((_OX_NOW < retry_end)) || break
+		((_OX_NOW < retry_end)) || _ox_refused "$log.client" "$attempt" || break
 		sleep 0.2
 	done
 
