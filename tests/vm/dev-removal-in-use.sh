@@ -104,7 +104,14 @@ rping_cut() {
 		ns=$NS_A dev=oxa_i netdev=$NS_A_DEV other=$SERVER_PID
 	fi
 	del_within "$ns" "$dev"
-	wait_until 60 _ox_exited "$other" || fail "rping did not end after the $side's device went"
+	if ! wait_until 60 _ox_exited "$other"; then
+		_ox_show "rping server" "$(<"$OX_TMP/rps")"
+		_ox_show "rping client" "$(<"$OX_TMP/rpc")"
+		_ox_show "TCP sockets ($NS_A, $NS_B)" "$(ip netns exec "$NS_A" ss -tnia 2>&1
+			ip netns exec "$NS_B" ss -tnia 2>&1)"
+		_ox_show "rdma res show qp / cm_id" "$(rdma res show qp 2>&1; rdma res show cm_id 2>&1)"
+		fail "rping did not end after the $side's device went"
+	fi
 	kill "$SERVER_PID" "$client" 2>/dev/null || true
 	wait "$SERVER_PID" "$client" || true
 	rdma_link_add -n "$ns" "$dev" oxiwarp "$netdev"
