@@ -839,6 +839,9 @@ impl QpInner {
 
     fn reset(&self, st: &mut QpState) {
         self.errored.store(false, Ordering::Relaxed);
+        if !self.rq.is_shared() {
+            self.rq.mark_error(false);
+        }
         st.req = None;
         st.resp = None;
         st.recv = None;
@@ -908,8 +911,10 @@ impl QpInner {
             }
             self.sq.publish_consumer(st.sq_view.consumer());
         }
-        // Receive WQEs (not those of a shared SRQ).
+        // Receive WQEs (not those of a shared SRQ). A process's receives posted from now on
+        // come with a doorbell, which runs the QP, which flushes again.
         if !self.rq.is_shared() {
+            self.rq.mark_error(true);
             let qpn = self.qpn;
             let cq = &self.recv_cq;
             self.rq.drain(|wr_id| {

@@ -12,8 +12,8 @@ use crate::ox::sync::SpinLockBh;
 use crate::ox::sync::SpinLockIrq;
 use crate::uapi::queue::{RecvWqe, SendWqe, Sge, RECV_WQE_SIZE, SEND_WQE_SIZE, SGE_SIZE};
 use crate::uapi::ring::{
-    RingView, RING_CONSUMER_OFFSET, RING_FLAGS_OFFSET, RING_FLAG_KERNEL_BUSY, RING_HEADER_SIZE,
-    RING_PRODUCER_OFFSET,
+    RingView, RING_CONSUMER_OFFSET, RING_FLAGS_OFFSET, RING_FLAG_KERNEL_BUSY, RING_FLAG_QP_ERROR,
+    RING_HEADER_SIZE, RING_PRODUCER_OFFSET,
 };
 use kernel::{alloc::flags::GFP_KERNEL, alloc::KVec, prelude::*, sync::Arc};
 
@@ -275,6 +275,18 @@ impl RecvQueue {
 
     pub(crate) fn limit(&self) -> u32 {
         self.st.lock().limit
+    }
+
+    /// Tells the process whether the QP is in the error state (`RING_FLAG_QP_ERROR`: it then
+    /// rings the doorbell after posting, so that what it posts is flushed too). Setting it is
+    /// a full barrier: a [`RecvQueue::drain`] after it sees every receive posted before the
+    /// process could see the flag.
+    pub(crate) fn mark_error(&self, error: bool) {
+        if error {
+            self.ring.fetch_or(RING_FLAGS_OFFSET, RING_FLAG_QP_ERROR);
+        } else {
+            self.ring.fetch_clear(RING_FLAGS_OFFSET, RING_FLAG_QP_ERROR);
+        }
     }
 
     /// Takes every WQE waiting now (flush on error): the producer index is read once, so a

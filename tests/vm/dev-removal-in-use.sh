@@ -86,6 +86,10 @@ wait "$SERVER_PID" || true
 expect_ok modprobe oxrdma
 rdma_link_add -n "$NS_A" oxa_i oxiwarp "$NS_A_DEV"
 rdma_link_add -n "$NS_B" oxb_i oxiwarp "$NS_B_DEV"
+_both_rts() {
+	rdma res show qp link oxa_i/1 | grep -q 'state RTS' &&
+		rdma res show qp link oxb_i/1 | grep -q 'state RTS'
+}
 # rping_cut SIDE: rping over oxiwarp, and SIDE's device (server or client) deleted in the
 # middle of it; the other side's rping ends, the device is made again.
 rping_cut() {
@@ -96,7 +100,9 @@ rping_cut() {
 	wait_until 20 _ox_listening "$SERVER_PID" 7174 "$NS_B" || fail "rping did not listen"
 	ip netns exec "$NS_A" rping -c -a "$NS_B_IP4" -p 7174 -C 100000000 >"$OX_TMP/rpc" 2>&1 &
 	client=$!
-	sleep 3
+	# Connected (both QPs in RTS: the server's side ends only if it was), then ping-ponging.
+	wait_until 20 _both_rts || fail "rping did not connect: $(<"$OX_TMP/rpc")"
+	sleep 2
 	kill -0 "$client" || fail "rping ended early: $(<"$OX_TMP/rpc")"
 	if [ "$side" = server ]; then
 		ns=$NS_B dev=oxb_i netdev=$NS_B_DEV other=$client

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Receive queues (a QP's RQ or an SRQ): `ibv_recv_wr` to receive slots.
 //!
-//! A receive slot is a [`RecvWqe`] header followed by `num_sge` [`Sge`]s. There is no
-//! doorbell: the kernel reads the ring when a packet arrives, so posting only publishes the
-//! producer index.
+//! A receive slot is a [`RecvWqe`] header followed by `num_sge` [`Sge`]s. The kernel reads the
+//! ring when a packet arrives, so posting only publishes the producer index; the one doorbell
+//! is for a QP in the error state ([`RING_FLAG_QP_ERROR`]), whose receives the kernel flushes.
 
 use oxrdma_uapi::queue::{RecvWqe, Sge, RECV_WQE_SIZE, SGE_SIZE};
+use oxrdma_uapi::ring::RING_FLAG_QP_ERROR;
 
 use crate::ring::{GeometryError, MappedRing, PostError, ProducerRing};
 
@@ -78,16 +79,19 @@ impl RecvQueue {
         Ok(())
     }
 
-    /// Publishes what [`Self::post`] wrote (release store of the producer index).
-    pub(crate) fn finish(&mut self) {
-        self.ring.publish();
+    /// Publishes what [`Self::post`] wrote (release store of the producer index); `true` if
+    /// the QP's doorbell must be rung: there was something new, and after a sequentially
+    /// consistent fence the kernel says the QP is in the error state (it flushes what the
+    /// doorbell shows it). The kernel never says so for an SRQ.
+    pub(crate) fn finish(&mut self) -> bool {
+        self.ring.publish() && self.ring.ring().flags_after_fence() & RING_FLAG_QP_ERROR != 0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use oxrdma_uapi::ring::RING_CONSUMER_OFFSET;
+    use oxrdma_uapi::ring::{RING_CONSUMER_OFFSET, RING_FLAGS_OFFSET};
 
     fn sge(addr: u64) -> Sge {
         Sge {
@@ -161,12 +165,18 @@ mod tests {
         q.post(&wr).unwrap();
         assert_eq!(q.post(&wr), Err(PostError::Full));
         assert_eq!(q.ring.ring().producer(), 0);
-        q.finish();
+        assert!(!q.finish(), "no doorbell for a QP that is not in error");
         assert_eq!(q.ring.ring().producer(), 2);
         q.ring.ring().kernel_store(RING_CONSUMER_OFFSET, 2);
         q.post(&wr).unwrap();
         q.post(&wr).unwrap();
-        q.finish();
+        // The kernel says the QP is in the error state: posting rings, publishing nothing
+        // new does not.
+        q.ring
+            .ring()
+            .kernel_store(RING_FLAGS_OFFSET, RING_FLAG_QP_ERROR);
+        assert!(q.finish(), "a QP in error: doorbell");
+        assert!(!q.finish(), "nothing new: no doorbell");
         assert_eq!(q.ring.ring().producer(), 4);
         // A consumer index ahead of the producer: no room, nothing written.
         q.ring.ring().kernel_store(RING_CONSUMER_OFFSET, 9);

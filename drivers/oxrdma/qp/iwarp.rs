@@ -682,6 +682,10 @@ impl QpInner {
         if abort || io.eof || graceful {
             if st.state != St::Err {
                 self.to_error(&mut st, None);
+            } else {
+                // Already there (the connection manager moved it): what was posted since
+                // (a process's doorbell may be what runs the QP now) is flushed too.
+                self.flush_queues(&mut st);
             }
             // A TERMINATE goes out first, if the socket takes it (framed under the QP's
             // lock, sent after it: sending may sleep).

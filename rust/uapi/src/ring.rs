@@ -46,6 +46,13 @@ pub const RING_FLAG_ARM_SOLICITED: u32 = 1 << 1;
 /// SQ/RQ flags word: the kernel is processing this queue; a doorbell is not needed (a hint
 /// only: the kernel re-checks the producer index before it stops processing).
 pub const RING_FLAG_KERNEL_BUSY: u32 = 1 << 2;
+/// RQ flags word: the QP is in the error state, and the kernel has flushed what the ring held
+/// when it got there. A receive the process posts now completes (`IBV_WC_WR_FLUSH_ERR`) only
+/// once it rings the QP's doorbell: the process publishes the producer index, fences
+/// (sequentially consistent), reads this flag and rings if it is set; the kernel sets it
+/// (a sequentially consistent read-modify-write) before it reads the producer index to flush,
+/// so one of the two always sees the other. Cleared when the QP is reset.
+pub const RING_FLAG_QP_ERROR: u32 = 1 << 3;
 
 /// Rounds a requested depth up to the ring size the kernel allocates: a power of two, at
 /// least 1 and at most [`RING_MAX_SLOTS`]; `None` if the request is larger than that.

@@ -102,7 +102,8 @@ pub struct CreateQpResp {
 /// [`super::queue::recv_slot_size`] bytes.
 pub type CreateSrqResp = RingResp;
 
-/// The doorbell: how the process tells the kernel that it published new send WQEs.
+/// The doorbell: how the process tells the kernel that it published new send WQEs (or new
+/// receive WQEs for a QP in the error state: [`super::ring::RING_FLAG_QP_ERROR`]).
 ///
 /// The provider writes a uverbs `POST_SEND` command with `wr_count = 0` and `sge_count = 0`
 /// (and `wqe_size = size_of::<ib_uverbs_send_wr>()`) to the command file; the kernel then

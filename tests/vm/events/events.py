@@ -9,11 +9,14 @@
 * SQD: IBV_EVENT_SQ_DRAINED;
 * an RDMA READ at a QP granted no responder resources (max_dest_rd_atomic 0): the reader
   completes with IBV_WC_REM_INV_REQ_ERR, the target QP raises IBV_EVENT_QP_REQ_ERR and is in
-  the error state.
+  the error state;
+* a receive posted to a QP already in the error state completes with IBV_WC_WR_FLUSH_ERR
+  and a completion event (rping's server waits for exactly that when its peer vanishes).
 
     events.py DEV_A GID_A DEV_B GID_B
 """
 import os
+import signal
 import sys
 import threading
 
@@ -45,6 +48,22 @@ def bounded(what, fn, secs=20):
     return out[0]
 
 
+def cq_event(what, channel, cq, secs=10):
+    """Waits for a completion event of `cq` on `channel` (ibv_get_cq_event), at most `secs`
+    seconds: the alarm's signal interrupts the read (pyverbs holds the interpreter's lock
+    while it blocks, so `bounded` could not end it)."""
+    signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.alarm(secs)
+    try:
+        channel.get_cq_event(cq)
+    except Exception as ex:  # pylint: disable=broad-except
+        print(f"FAIL: {what}: no completion event within {secs} s ({ex})", flush=True)
+        os._exit(1)
+    finally:
+        signal.alarm(0)
+    cq.ack_events(1)
+
+
 def poll_one(cq):
     """Busy-polls one completion (callers bound it with `bounded`)."""
     while True:
@@ -74,8 +93,7 @@ def main():
     cqa.req_notify()
     qa.post_send(SendWR(wr_id=100, num_sge=1, sg=[SGE(ma.buf, 10, ma.lkey)],
                         send_flags=e.IBV_SEND_SIGNALED))
-    bounded("completion event", lambda: cha.get_cq_event(cqa), 20)
-    cqa.ack_events(1)
+    cq_event("completion event", cha, cqa, 20)
     n, wcs = cqa.poll(1)
     if n != 1 or wcs[0].status != e.IBV_WC_SUCCESS:
         sys.exit("FAIL: completion event without a good completion")
@@ -156,7 +174,23 @@ def main():
         sys.exit(f"FAIL: READ at max_dest_rd_atomic 0: target QP in state {qp_state(q3b)}")
     print("max_dest_rd_atomic 0: READ gets REM_INV_REQ_ERR, target QP_REQ_ERR and in error",
           flush=True)
-    print("events: 5 checks ok")
+
+    # A receive posted after the QP went to the error state (and after the flush of what it
+    # held then): flushed too, with the completion event the CQ was armed for.
+    qa.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    while cqa.poll(1)[0] > 0:
+        pass
+    for i in range(3):
+        cqa.req_notify()
+        qa.post_recv(RecvWR(wr_id=600 + i, num_sge=1, sg=[SGE(ma.buf, 64, ma.lkey)]))
+        cq_event(f"receive {i} posted in the error state", cha, cqa)
+        n, wcs = bounded("flushed receive", lambda: poll_one(cqa), 10)
+        if wcs[0].wr_id != 600 + i or wcs[0].status != e.IBV_WC_WR_FLUSH_ERR:
+            sys.exit(f"FAIL: receive posted in the error state: completion {wcs[0].wr_id} "
+                     f"status {wcs[0].status}, expected {600 + i} WR_FLUSH_ERR")
+    print("error state: receives posted then complete with WR_FLUSH_ERR and an event",
+          flush=True)
+    print("events: 6 checks ok")
 
 
 if __name__ == "__main__":

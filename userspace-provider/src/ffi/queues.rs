@@ -165,7 +165,15 @@ unsafe fn post_list<W: WrList>(
     0
 }
 
-/// Posts the receive list `wr` into `rq`; the errno, with `*bad_wr` set on failure.
+/// What [`post_recv_list`] did.
+struct RecvPosted {
+    /// The errno (0 if every work request was posted).
+    err: c_int,
+    /// The QP's doorbell must be rung (see [`RecvQueue::finish`]).
+    doorbell: bool,
+}
+
+/// Posts the receive list `wr` into `rq`, with `*bad_wr` set on failure.
 ///
 /// # Safety
 /// `wr` is NULL or a list of valid `ibv_recv_wr`s; `bad_wr` is NULL or writable.
@@ -173,7 +181,7 @@ unsafe fn post_recv_list(
     rq: &mut RecvQueue,
     wr: *mut sys::ibv_recv_wr,
     bad_wr: *mut *mut sys::ibv_recv_wr,
-) -> c_int {
+) -> RecvPosted {
     let post = |w: &sys::ibv_recv_wr| {
         // SAFETY: post_list hands over work requests of the caller's list (valid per the
         // contract), whose SGE lists are valid for the call.
@@ -187,8 +195,10 @@ unsafe fn post_recv_list(
     };
     // SAFETY: per the contract.
     let err = unsafe { post_list(wr, bad_wr, post) };
-    rq.finish();
-    err
+    RecvPosted {
+        err,
+        doorbell: rq.finish(),
+    }
 }
 
 /// The end of a create verb whose kernel object exists but whose rings could not be set up:
@@ -605,7 +615,8 @@ pub(super) unsafe extern "C" fn post_send(
     })
 }
 
-/// `ibv_post_recv`: the work requests into the RQ ring (EINVAL for a QP with an SRQ).
+/// `ibv_post_recv`: the work requests into the RQ ring (EINVAL for a QP with an SRQ), then
+/// the doorbell if the QP is in the error state (the kernel flushes them).
 pub(super) unsafe extern "C" fn post_recv(
     qp: *mut sys::ibv_qp,
     wr: *mut sys::ibv_recv_wr,
@@ -614,16 +625,23 @@ pub(super) unsafe extern "C" fn post_recv(
     guard(libc::EIO, || {
         // SAFETY: libibverbs passes a live QP of this provider.
         let ok = unsafe { super::can_post_recv(qp) };
-        let Some(mut rq) = inner_of!(qp, OxQp)
-            .filter(|_| ok)
-            .and_then(QpInner::lock_rq)
-        else {
+        let inner = inner_of!(qp, OxQp).filter(|_| ok);
+        let Some(mut rq) = inner.and_then(QpInner::lock_rq) else {
             // SAFETY: the caller's out-pointer, NULL or writable.
             unsafe { set_bad_wr(bad_wr, wr) };
             return libc::EINVAL;
         };
         // SAFETY: the caller's list and out-pointer, as ibv_post_recv requires.
-        unsafe { post_recv_list(&mut rq, wr, bad_wr) }
+        let mut posted = unsafe { post_recv_list(&mut rq, wr, bad_wr) };
+        drop(rq);
+        if let (true, Some(inner)) = (posted.doorbell, inner) {
+            if let Err(e) = doorbell(inner.cmd_fd, inner.handle) {
+                if posted.err == 0 {
+                    posted.err = e;
+                }
+            }
+        }
+        posted.err
     })
 }
 
@@ -730,7 +748,8 @@ pub(super) unsafe extern "C" fn post_srq_recv(
             return libc::EINVAL;
         };
         // SAFETY: the caller's list and out-pointer, as ibv_post_srq_recv requires.
-        unsafe { post_recv_list(&mut inner.lock(), wr, bad_wr) }
+        // (The kernel never asks for an SRQ's doorbell: an SRQ has no error state.)
+        unsafe { post_recv_list(&mut inner.lock(), wr, bad_wr) }.err
     })
 }
 
