@@ -54,6 +54,9 @@ use plan::{PageList, TxPlan, ITEMS_PER_FPDU};
 
 mod plan;
 
+/// Requests received from the peer since the QP last took a work request, from which its
+/// doorbell leaves the sending to the work item ([`QpInner::iw_doorbell`]).
+const RX_STREAM: u32 = 2;
 /// Bytes the transmit buffer holds (several FPDUs handed to the socket at once).
 const TX_BUF: usize = 64 * 1024;
 /// The largest ULPDU sent (a larger MSS, on `lo` for one, gets FPDUs of this size): its
@@ -271,6 +274,9 @@ pub(crate) struct IwProto {
     tx_seq: u64,
     /// The oldest operation not completed.
     done_seq: u64,
+    /// Requests (SEND, WRITE, READ, atomic) received whole since the QP last took a work
+    /// request: a QP that receives a stream ([`RX_STREAM`]).
+    rx_requests: u32,
     tx_msg: Option<TxMsg>,
     /// Operations whose work is done (bit `seq % REQ_WQES`), completed in order.
     finished: u128,
@@ -331,6 +337,7 @@ impl IwProto {
             ext: p.rdmap_ext,
             tx_seq: 0,
             done_seq: 0,
+            rx_requests: 0,
             tx_msg: None,
             finished: 0,
             unflushed: 0,
@@ -595,8 +602,24 @@ impl QpInner {
     }
 
     /// Runs the QP from a process's doorbell: up to [`DOORBELL_PASSES`] transmit buffer
-    /// fills, the rest from the work item.
+    /// fills, the rest from the work item; or, for a QP that receives a stream
+    /// ([`RX_STREAM`] requests since it last took a work request), only has the work item
+    /// run. That CPU's softirq work is then heavy enough to run in `ksoftirqd`, which a
+    /// busy-polling process holds off: what the process's system call sent would wait in
+    /// the CPU's backlog, and the peer with it (a receiver's rare zero-length WRITEs held
+    /// `ib_send_bw` between namespaces at a quarter of its rate). A ping-pong receives one
+    /// request per turn, and its turn leaves from the system call, without a hop.
     pub(super) fn iw_doorbell(self: &Arc<Self>) {
+        let receives_stream = self
+            .st
+            .lock()
+            .iw
+            .as_ref()
+            .is_some_and(|iw| iw.rx_requests >= RX_STREAM);
+        if receives_stream {
+            self.kick();
+            return;
+        }
         self.iw_run_passes(DOORBELL_PASSES);
     }
 
@@ -965,6 +988,9 @@ impl QpInner {
                 });
             }
             _ => op.local_error = Some(wc_status::LOC_QP_OP_ERR),
+        }
+        if let Some(iw) = st.iw.as_mut() {
+            iw.rx_requests = 0;
         }
         st.ops[idx] = Some(op);
         st.next_seq += 1;
@@ -1657,6 +1683,14 @@ impl QpInner {
             }
             if seg.opcode == Rdmap::Write {
                 iw.rx_write = iw.rx_write.wrapping_add(len32);
+            }
+            if seg.last
+                && !matches!(
+                    seg.opcode,
+                    Rdmap::ReadResponse | Rdmap::AtomicResponse | Rdmap::Terminate
+                )
+            {
+                iw.rx_requests = iw.rx_requests.saturating_add(1);
             }
             // Peer-to-peer mode: the responder's first segment must be the negotiated
             // ready-to-receive message (then handled like any zero-length WRITE or READ).
