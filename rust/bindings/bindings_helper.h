@@ -24,7 +24,6 @@
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/iw_cm.h>
-#include <rdma/restrack.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/rdma_netlink.h>
 

@@ -16,7 +16,6 @@
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/iw_cm.h>
-#include <rdma/restrack.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "rdma.h"
@@ -237,17 +236,41 @@ void oxrdma_qp_refs_drain(struct oxrdma_qp_refs *r)
 	wait_for_completion(&r->done);
 }
 
-struct ib_qp *oxrdma_qp_by_num(struct ib_device *dev, u32 qpn)
+void oxrdma_qp_index_init(struct oxrdma_qp_index *x)
 {
-	struct rdma_restrack_entry *res;
-	struct ib_qp *qp;
+	xa_init(&x->xa);
+}
 
-	res = rdma_restrack_get_byid(dev, RDMA_RESTRACK_QP, qpn);
-	if (IS_ERR(res))
-		return NULL;
-	qp = container_of(res, struct ib_qp, res);
-	rdma_restrack_put(res);
-	return qp;
+static bool oxrdma_qp_indexed(struct ib_qp *qp)
+{
+	return qp->device->node_type == RDMA_NODE_RNIC;
+}
+
+int oxrdma_qp_index_add(struct oxrdma_qp_index *x, struct ib_qp *qp)
+{
+	if (!oxrdma_qp_indexed(qp))
+		return 0;
+	return xa_insert(&x->xa, qp->qp_num, qp, GFP_KERNEL);
+}
+
+void oxrdma_qp_index_del(struct oxrdma_qp_index *x, struct ib_qp *qp)
+{
+	if (!oxrdma_qp_indexed(qp))
+		return;
+	xa_erase(&x->xa, qp->qp_num);
+	/* A lookup that found it ran with interrupts off: an RCU read side. */
+	synchronize_rcu();
+}
+
+struct ib_qp *oxrdma_qp_index_find(struct oxrdma_qp_index *x, u32 qpn)
+{
+	return xa_load(&x->xa, qpn);
+}
+
+void oxrdma_qp_index_destroy(struct oxrdma_qp_index *x)
+{
+	WARN_ON(!xa_empty(&x->xa));
+	xa_destroy(&x->xa);
 }
 
 int oxrdma_iw_event(struct iw_cm_id *id, struct iw_cm_event *ev)

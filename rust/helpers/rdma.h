@@ -9,6 +9,7 @@
 #include <linux/completion.h>
 #include <linux/types.h>
 #include <linux/workqueue.h>
+#include <linux/xarray.h>
 
 struct ib_ucontext;
 struct ib_udata;
@@ -97,10 +98,26 @@ void oxrdma_qp_refs_init(struct oxrdma_qp_refs *r);
 void oxrdma_qp_refs_get(struct oxrdma_qp_refs *r);
 void oxrdma_qp_refs_put(struct oxrdma_qp_refs *r);
 void oxrdma_qp_refs_drain(struct oxrdma_qp_refs *r);
-/* The QP numbered @qpn on @dev (restrack indexes QPs by number), or NULL; not referenced. */
+/*
+ * A device's QPs by number, for the iw_cm's iw_get_qp(). The iw_cm calls it, and then
+ * iw_add_ref() on what it returns, holding an identifier's lock with interrupts off, a lock
+ * other drivers' softirqs take too (siw's): the lookup must take no lock that is ever taken
+ * with softirqs on (restrack's is), so it is an RCU load. Only an iWARP device (node type
+ * RNIC) indexes its QPs: oxrdma_qp_index_del() waits for a grace period, after which no
+ * lookup can still return the QP, so the iw_cm's references can then be drained.
+ */
 struct ib_device;
 struct ib_qp;
-struct ib_qp *oxrdma_qp_by_num(struct ib_device *dev, u32 qpn);
+struct oxrdma_qp_index {
+	struct xarray xa;
+};
+
+void oxrdma_qp_index_init(struct oxrdma_qp_index *x);
+int oxrdma_qp_index_add(struct oxrdma_qp_index *x, struct ib_qp *qp);
+void oxrdma_qp_index_del(struct oxrdma_qp_index *x, struct ib_qp *qp);
+/* The QP numbered @qpn, or NULL; not referenced (see above). */
+struct ib_qp *oxrdma_qp_index_find(struct oxrdma_qp_index *x, u32 qpn);
+void oxrdma_qp_index_destroy(struct oxrdma_qp_index *x);
 /* cm_id->event_handler(cm_id, ev), cm_id->add_ref(cm_id), cm_id->rem_ref(cm_id) */
 struct iw_cm_id;
 struct iw_cm_event;

@@ -317,8 +317,12 @@ impl<T: Driver> Adapter<T> {
         let dev = unsafe { Device::<T>::from_ib(ib) };
         T::unregistered(dev);
         // SAFETY: no callback can run any more (function contract) and nothing else drops the
-        // data; the memory itself is freed by ib_core afterwards.
-        unsafe { Device::<T>::drop_data(ib) };
+        // data; the memory itself is freed by ib_core afterwards. Every QP was destroyed (left
+        // the index) before unregistration ended; the index was initialised at allocation.
+        unsafe {
+            Device::<T>::drop_data(ib);
+            bindings::oxrdma_qp_index_destroy(Device::<T>::qp_index(ib));
+        }
     }
 
     /// # Safety
@@ -756,11 +760,19 @@ impl<T: Driver> Adapter<T> {
             // NULL or this user call's driver udata.
             let (tail, (qpn, granted)) = unsafe { QpBase::<T>::create(ibqp, udata, make)? };
             caps_to(&granted, &mut ia.cap);
-            // SAFETY: a new `QpObj<T>`; `qp_num` is ib_core's to read back.
-            unsafe {
+            // SAFETY: a new `QpObj<T>`; `qp_num` is ib_core's to read back. Indexed only once
+            // whole: a lookup may follow at once (QP numbers can be guessed).
+            let indexed = unsafe {
                 (*ibqp).qp_num = qpn;
                 QpBase::<T>::init(ibqp, tail);
                 bindings::oxrdma_qp_refs_init(QpObj::<T>::refs(ibqp));
+                bindings::oxrdma_qp_index_add(Device::<T>::qp_index((*ibqp).device), ibqp)
+            };
+            if indexed != 0 {
+                // SAFETY: the QP was never indexed, so nothing holds iw_cm references on it;
+                // ib_core frees it after this failed create.
+                unsafe { QpBase::<T>::destroy(ibqp, |d| T::destroy_qp(d)) };
+                return Err(Error::from_errno(indexed));
             }
             Ok(0)
         })
@@ -773,11 +785,14 @@ impl<T: Driver> Adapter<T> {
         ibqp: *mut bindings::ib_qp,
         _udata: *mut bindings::ib_udata,
     ) -> c_int {
-        // The driver's hook ends the QP's connection, if any; the iw_cm drops its references
-        // once told the connection closed, and only then may the QP go.
-        // SAFETY: ib_core's one destroy of a created QP (function contract).
+        // Out of the index first (no new iw_cm reference after that); then the driver's hook
+        // ends the QP's connection, if any; the iw_cm drops its references once told the
+        // connection closed, and only then may the QP go.
+        // SAFETY: ib_core's one destroy of a created (so indexed, if its device indexes) QP of
+        // our device (function contract).
         unsafe {
             QpBase::<T>::destroy(ibqp, |d| {
+                bindings::oxrdma_qp_index_del(Device::<T>::qp_index((*ibqp).device), ibqp);
                 T::destroy_qp(d);
                 bindings::oxrdma_qp_refs_drain(QpObj::<T>::refs(ibqp));
             })
@@ -1359,8 +1374,11 @@ impl<T: Driver> Adapter<T> {
         ib: *mut bindings::ib_device,
         qpn: c_int,
     ) -> *mut bindings::ib_qp {
-        // SAFETY: a registered device (function contract); restrack indexes its QPs.
-        unsafe { bindings::oxrdma_qp_by_num(ib, qpn as u32) }
+        // SAFETY: a registered device (function contract), whose index lives until
+        // `dealloc_driver`. The iw_cm takes its reference (`iw_add_ref`) on what this returns
+        // before it enables interrupts again: an RCU read side, which the QP's destroy waits
+        // out (`oxrdma_qp_index_del`) before it drains those references.
+        unsafe { bindings::oxrdma_qp_index_find(Device::<T>::qp_index(ib), qpn as u32) }
     }
 
     /// Sets up the `hca_type` attribute group in the device's allocation; returns it.
@@ -1417,6 +1435,9 @@ impl<T: Driver> DeviceHandle<T> {
         // initialised by ib_core.
         let ib = unsafe { bindings::_ib_alloc_device(size_of::<Device<T>>()) };
         let ib = NonNull::new(ib).ok_or(ENOMEM)?;
+        // SAFETY: the index lives in the allocation; initialising allocates nothing, so the
+        // unwind below need not destroy it.
+        unsafe { bindings::oxrdma_qp_index_init(Device::<T>::qp_index(ib.as_ptr())) };
 
         // SAFETY: `data` is uninitialised memory inside the allocation, which is never moved.
         if let Err(e) = unsafe { init.__pinned_init(Device::<T>::data_slot(ib.as_ptr())) } {

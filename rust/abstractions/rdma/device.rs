@@ -49,11 +49,14 @@ pub(super) struct SysfsAttrs {
 /// offset 0 (ib_core's `container_of` contract); `data` is initialised from
 /// [`DeviceHandle::register`] until
 /// the `dealloc_driver` callback. A `&Device<T>` exists only while `data` is initialised.
-/// `sysfs` is the adapter's (the device's own attributes, if the driver has any).
+/// `sysfs` is the adapter's (the device's own attributes, if the driver has any); so is `qps`
+/// (the iw_cm's index of QPs by number), initialised right after the allocation and
+/// destroyed by `dealloc_driver`.
 #[repr(C)]
 pub struct Device<T: Driver> {
     ib: Opaque<bindings::ib_device>,
     sysfs: Opaque<SysfsAttrs>,
+    qps: Opaque<bindings::oxrdma_qp_index>,
     data: T,
 }
 
@@ -107,6 +110,16 @@ impl<T: Driver> Device<T> {
     pub(super) unsafe fn sysfs(ib: *mut bindings::ib_device) -> *mut SysfsAttrs {
         // SAFETY: a field of the allocation (function contract).
         Opaque::raw_get(unsafe { core::ptr::addr_of!((*ib.cast::<Self>()).sysfs) })
+    }
+
+    /// The adapter's index of QPs by number in the allocation.
+    ///
+    /// # Safety
+    ///
+    /// `ib` is the `ib_device` of a `Device<T>` allocation.
+    pub(super) unsafe fn qp_index(ib: *mut bindings::ib_device) -> *mut bindings::oxrdma_qp_index {
+        // SAFETY: a field of the allocation (function contract).
+        Opaque::raw_get(unsafe { core::ptr::addr_of!((*ib.cast::<Self>()).qps) })
     }
 
     /// The reference-counted device (a new reference).
