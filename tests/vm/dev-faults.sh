@@ -12,7 +12,8 @@
 # published just as the kernel ended a run of the queue once stayed in the ring for good).
 # Afterwards the netdev the devices were made on is deleted at once (no reference left
 # behind: a device whose ib_core allocation failed once kept two), the devices still move
-# data, ibv_rc_pingpong runs between them and the module unloads. On the debug kernel
+# data, ibv_rc_pingpong runs between them; the QP creation sweep runs once more on an oxiwarp
+# device, and the module unloads. On the debug kernel
 # kmemleak checks that the failed runs leaked nothing (the harness fails the test on any
 # report).
 set -euo pipefail
@@ -67,5 +68,21 @@ check_pingpong server "$PAIR_SERVER_OUT" 100
 check_pingpong client "$PAIR_CLIENT_OUT" 100
 expect_ok rdma link delete oxa_r
 expect_ok rdma link delete oxb_r
+
+# An iWARP device's QPs also enter the adapter's index for the iw_cm (iw_get_qp): the same
+# QP creation sweep there, so a failed insertion unwinds the created QP too.
+info "QP creation sweep on an oxiwarp device"
+expect_ok ip link add oxfdum0 type dummy
+expect_ok ip link set oxfdum0 up
+rdma_link_add oxw_f oxiwarp oxfdum0
+FAULTS_ONLY=create_qp_rc FAULTS_SWEEP_ONLY=1 OX_CMD_TIMEOUT=${FAULTS_TIMEOUT:-3000} \
+	capture "$bin" oxw_f 0 oxw_f 0 oxfdum0
+info "$(tr '\n' ';' <<<"$EXPECT_OUT")"
+[ "$EXPECT_RC" = 0 ] || fail "oxiwarp faults exit status $EXPECT_RC"
+expect_match "$EXPECT_OUT" "^op create_qp_rc runs [0-9]+ failed [1-9][0-9]* errnos [0-9,-]+ done 1$" \
+	"oxiwarp create_qp_rc: runs that failed, then one with nothing left to fail"
+expect_match "$EXPECT_OUT" '^faults: [1-9][0-9]* injected, 0 hung$' "oxiwarp: faults injected, none hung"
+expect_ok rdma link delete oxw_f
+expect_ok ip link del oxfdum0
 expect_ok rmmod oxrdma
 pass
