@@ -317,12 +317,10 @@ impl<T: Driver> Adapter<T> {
         let dev = unsafe { Device::<T>::from_ib(ib) };
         T::unregistered(dev);
         // SAFETY: no callback can run any more (function contract) and nothing else drops the
-        // data; the memory itself is freed by ib_core afterwards. Every QP was destroyed (left
-        // the index) before unregistration ended; the index was initialised at allocation.
-        unsafe {
-            Device::<T>::drop_data(ib);
-            bindings::oxrdma_qp_index_destroy(Device::<T>::qp_index(ib));
-        }
+        // data; the memory itself is freed by ib_core afterwards.
+        unsafe { Device::<T>::drop_data(ib) };
+        // SAFETY: initialised at allocation; every QP left it when destroyed, before this.
+        unsafe { bindings::oxrdma_qp_index_destroy(Device::<T>::qp_index(ib)) };
     }
 
     /// # Safety
@@ -1374,10 +1372,10 @@ impl<T: Driver> Adapter<T> {
         ib: *mut bindings::ib_device,
         qpn: c_int,
     ) -> *mut bindings::ib_qp {
-        // SAFETY: a registered device (function contract), whose index lives until
-        // `dealloc_driver`. The iw_cm takes its reference (`iw_add_ref`) on what this returns
-        // before it enables interrupts again: an RCU read side, which the QP's destroy waits
-        // out (`oxrdma_qp_index_del`) before it drains those references.
+        // The iw_cm takes its reference (`iw_add_ref`) on what this returns before it enables
+        // interrupts again: an RCU read side, which the QP's destroy waits out
+        // (`oxrdma_qp_index_del`) before it drains those references.
+        // SAFETY: a registered device (function contract): its index lives until dealloc.
         unsafe { bindings::oxrdma_qp_index_find(Device::<T>::qp_index(ib), qpn as u32) }
     }
 
