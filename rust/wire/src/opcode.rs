@@ -212,6 +212,8 @@ pub struct OpcodeInfo {
     pub position: Position,
     /// The extension headers that follow the BTH.
     pub headers: ExtHeaders,
+    /// Length of the BTH plus the extension headers.
+    pub header_len: usize,
     /// Whether a payload follows the headers.
     pub payload: PayloadRule,
 }
@@ -239,17 +241,23 @@ macro_rules! opcodes {
                 }
             }
 
-            /// The static description of the opcode.
-            pub const fn info(self) -> OpcodeInfo {
+            /// The static description of the opcode (a table lookup: every received and
+            /// sent packet asks).
+            pub const fn info(self) -> &'static OpcodeInfo {
                 match self {
-                    $(Opcode::$variant => OpcodeInfo {
-                        opcode: Opcode::$variant,
-                        name: $name,
-                        operation: Operation::$op,
-                        position: Position::$pos,
-                        headers: ExtHeaders::NONE$(.with(ExtHeaders::$hdr))*,
-                        payload: $payload,
-                    },)*
+                    $(Opcode::$variant => {
+                        const INFO: OpcodeInfo = OpcodeInfo {
+                            opcode: Opcode::$variant,
+                            name: $name,
+                            operation: Operation::$op,
+                            position: Position::$pos,
+                            headers: ExtHeaders::NONE$(.with(ExtHeaders::$hdr))*,
+                            header_len: BTH_LEN
+                                + ExtHeaders::NONE$(.with(ExtHeaders::$hdr))*.len(),
+                            payload: $payload,
+                        };
+                        &INFO
+                    })*
                 }
             }
         }
@@ -383,7 +391,7 @@ impl Opcode {
 
     /// Length of the BTH plus the extension headers.
     pub const fn header_len(self) -> usize {
-        BTH_LEN + self.info().headers.len()
+        self.info().header_len
     }
 
     /// Whether the opcode carries immediate data.
@@ -412,6 +420,7 @@ mod tests {
             }
             prev = Some(op);
             let info = op.info();
+            assert_eq!(info.header_len, BTH_LEN + info.headers.len(), "{op:?}");
             // Responses are RC only; UD only has SEND Only.
             if info.operation.is_response() {
                 assert_eq!(op.transport(), Transport::Rc);
