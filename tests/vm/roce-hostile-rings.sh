@@ -14,5 +14,5 @@ OX_CMD_TIMEOUT=300 capture /usr/bin/python3 "$OX_ROOT/tests/vm/hostile/hostile.p
 	oxa_r "$gid_a" oxb_r "$gid_b"
 info "$(tr '\n' ';' <<<"$EXPECT_OUT")"
 [ "$EXPECT_RC" = 0 ] || fail "hostile.py exit status $EXPECT_RC"
-expect_match "$EXPECT_OUT" '^hostile: 8 scenarios ok$' "all scenarios"
+expect_match "$EXPECT_OUT" '^hostile: 9 scenarios ok$' "all scenarios"
 pass

@@ -179,6 +179,8 @@ impl QpInner {
     /// A datagram for this QP (ICRC verified, state checked): into the next receive WQE,
     /// behind the network header. Datagrams that are not for the QP's Q_Key, or find no
     /// receive WQE, are dropped; one that does not fit completes its WQE with a length error.
+    /// A receive queue that cannot be taken from (the process corrupted it) puts the QP in
+    /// the error state.
     pub(super) fn receive_datagram(
         &self,
         st: &mut QpState,
@@ -207,7 +209,19 @@ impl QpInner {
         }
         let entry = match self.rq.take() {
             Ok(Some(e)) => e,
-            _ => return drop(self),
+            Ok(None) => return drop(self),
+            Err(f) => {
+                // The process corrupted its receive queue: the QP fails, as for its SQ.
+                drop(self);
+                pr_info!(
+                    "QP {}: invalid receive queue ({:?}); QP in error\n",
+                    self.qpn,
+                    f
+                );
+                self.to_error(st, None);
+                self.events.raise(QpEvent::Fatal);
+                return;
+            }
         };
         let payload = pkt.payload(bytes);
         let total = (GRH_AREA + payload.len()) as u64;

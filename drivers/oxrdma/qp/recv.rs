@@ -15,19 +15,39 @@ pub(super) struct Refusal {
     code: NakCode,
     status: u8,
     psn: Option<Psn>,
+    /// The process corrupted its receive queue: the QP goes to the error state
+    /// (`IB_EVENT_QP_FATAL`), for UC too.
+    fatal: bool,
 }
 
 impl Refusal {
-    /// The receive queue had a WQE when the responder checked, and none (or an unreadable
-    /// one) when it took it: a remote operational error, and a local QP error here.
+    /// The receive queue had a WQE when the responder checked and none when it took it (or,
+    /// for UC, none at all): a remote operational error, and a local QP error here.
     const NO_RECEIVE_WQE: Self =
         Self::new(NakCode::RemoteOperationalError, wc_status::LOC_QP_OP_ERR);
+
+    /// The process corrupted its receive queue (an unreadable WQE, an impossible producer
+    /// index): as [`Self::NO_RECEIVE_WQE`], and the QP fails.
+    const RQ_FAULT: Self = Self {
+        fatal: true,
+        ..Self::NO_RECEIVE_WQE
+    };
 
     const fn new(code: NakCode, status: u8) -> Self {
         Self {
             code,
             status,
             psn: None,
+            fatal: false,
+        }
+    }
+
+    /// What taking a receive WQE for a new message gave: the WQE, or the refusal.
+    fn take(r: Result<Option<RecvEntry>, RingFault>) -> Result<RecvEntry, Self> {
+        match r {
+            Ok(Some(e)) => Ok(e),
+            Ok(None) => Err(Self::NO_RECEIVE_WQE),
+            Err(_) => Err(Self::RQ_FAULT),
         }
     }
 }
@@ -185,11 +205,14 @@ impl QpInner {
         let last = matches!(pos, Position::Last | Position::Only);
         let needs_rwqe = (op == Operation::Send && first)
             || (op == Operation::RdmaWrite && last && pkt.headers.imm_dt.is_some());
+        // A receive queue the process corrupted (an impossible producer index) counts as
+        // having a WQE: taking it then fails, and the QP goes to the error state
+        // (`Refusal::RQ_FAULT`) instead of answering RNR NAKs for ever.
         let rwqe_available = if needs_rwqe {
             if op == Operation::Send {
-                self.rq.available().unwrap_or(false)
+                self.rq.available().unwrap_or(true)
             } else {
-                st.recv.is_some() || self.rq.available().unwrap_or(false)
+                st.recv.is_some() || self.rq.available().unwrap_or(true)
             }
         } else {
             true
@@ -214,13 +237,20 @@ impl QpInner {
                             self.events.raise(QpEvent::CommEstablished);
                         }
                     }
-                    Err(Refusal { code, status, psn }) => {
+                    Err(Refusal {
+                        code,
+                        status,
+                        psn,
+                        fatal,
+                    }) => {
                         let Some(resp) = st.resp.as_mut() else { return };
                         let a = resp.reject(psn.unwrap_or(req.psn), code);
                         self.send_ack(st, &a);
                         self.fail_recv(st, status);
                         self.events.raise(if code == NakCode::RemoteAccessError {
                             QpEvent::AccessError
+                        } else if fatal {
+                            QpEvent::Fatal
                         } else {
                             QpEvent::RequestError
                         });
@@ -280,11 +310,15 @@ impl QpInner {
                         self.events.raise(QpEvent::CommEstablished);
                     }
                 }
-                Err(Refusal { status, .. }) => {
+                Err(Refusal { status, fatal, .. }) => {
                     self.dev.tx.stats.inc(Counter::RxDrop);
                     st.uc.abandon();
                     st.write = None;
                     self.fail_recv(st, status);
+                    if fatal {
+                        self.to_error(st, None);
+                        self.events.raise(QpEvent::Fatal);
+                    }
                 }
             },
         }
@@ -355,10 +389,8 @@ impl QpInner {
                     if st.recv.is_some() {
                         return Err(inval);
                     }
-                    match self.rq.take() {
-                        Ok(Some(entry)) => st.recv = Some(RecvProgress { entry, offset: 0 }),
-                        _ => return Err(Refusal::NO_RECEIVE_WQE),
-                    }
+                    let entry = Refusal::take(self.rq.take())?;
+                    st.recv = Some(RecvProgress { entry, offset: 0 });
                 }
                 let Some(p) = st.recv.as_mut() else {
                     return Err(inval);
@@ -443,10 +475,7 @@ impl QpInner {
                         return Err(inval);
                     }
                     if let Some(i) = pkt.headers.imm_dt {
-                        let entry = match self.rq.take() {
-                            Ok(Some(e)) => e,
-                            _ => return Err(Refusal::NO_RECEIVE_WQE),
-                        };
+                        let entry = Refusal::take(self.rq.take())?;
                         // The RETH came with the first packet; this is the last.
                         let len = w.as_ref().map_or(0, |w| w.access.len as u32);
                         self.recv_cq.push(

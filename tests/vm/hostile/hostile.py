@@ -239,6 +239,21 @@ def main():
     print(f"garbage receive WQEs: sender completes with status {wc[0].status}", flush=True)
     done += 1
 
+    # 8. RQ producer index beyond the ring: the victim QP fails at the next SEND to it, and the
+    # sender gets a remote operational error (not RNR NAKs until its retries run out).
+    p = Pair(a, b)
+    keep.append(p)
+    u32(p.rq, PROD, u32(p.rq, CONS) + 8 + 5)
+    p.qb.post_send(SendWR(wr_id=88, num_sge=1, sg=[SGE(b.mr.buf, 10, b.mr.lkey)],
+                          send_flags=e.IBV_SEND_SIGNALED))
+    wc = poll(p.cb, secs=20)
+    if not wc or wc[0].status != e.IBV_WC_REM_OP_ERR:
+        sys.exit(f"FAIL: rq producer overrun: sender got {[(w.wr_id, w.status) for w in wc]}")
+    expect_error_state(p, "rq producer overrun")
+    print("rq producer overrun: victim QP in error, sender sees a remote operational error",
+          flush=True)
+    done += 1
+
     bystander.exchange("bystander after")
     print(f"hostile: {done} scenarios ok")
 
