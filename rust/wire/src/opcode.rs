@@ -246,14 +246,14 @@ macro_rules! opcodes {
             pub const fn info(self) -> &'static OpcodeInfo {
                 match self {
                     $(Opcode::$variant => {
+                        const HEADERS: ExtHeaders = ExtHeaders::NONE$(.with(ExtHeaders::$hdr))*;
                         const INFO: OpcodeInfo = OpcodeInfo {
                             opcode: Opcode::$variant,
                             name: $name,
                             operation: Operation::$op,
                             position: Position::$pos,
-                            headers: ExtHeaders::NONE$(.with(ExtHeaders::$hdr))*,
-                            header_len: BTH_LEN
-                                + ExtHeaders::NONE$(.with(ExtHeaders::$hdr))*.len(),
+                            headers: HEADERS,
+                            header_len: BTH_LEN + HEADERS.len(),
                             payload: $payload,
                         };
                         &INFO
