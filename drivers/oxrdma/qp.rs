@@ -894,6 +894,19 @@ impl QpInner {
         self.sq.clear_busy();
     }
 
+    /// The process corrupted one of the QP's rings (`queue` names it in the log): the QP goes
+    /// to the error state (`first` as for [`Self::to_error`]) and raises `IB_EVENT_QP_FATAL`.
+    fn ring_corrupt(&self, st: &mut QpState, queue: &str, f: RingFault, first: Option<u8>) {
+        pr_info!(
+            "QP {}: invalid {} ({:?}); QP in error\n",
+            self.qpn,
+            queue,
+            f
+        );
+        self.to_error(st, first);
+        self.events.raise(QpEvent::Fatal);
+    }
+
     fn flush_queues(&self, st: &mut QpState) {
         // Send WQEs still in the ring.
         if self.sq.refresh(&mut st.sq_view).is_ok() {

@@ -211,16 +211,8 @@ impl QpInner {
             Ok(Some(e)) => e,
             Ok(None) => return drop(self),
             Err(f) => {
-                // The process corrupted its receive queue: the QP fails, as for its SQ.
                 drop(self);
-                pr_info!(
-                    "QP {}: invalid receive queue ({:?}); QP in error\n",
-                    self.qpn,
-                    f
-                );
-                self.to_error(st, None);
-                self.events.raise(QpEvent::Fatal);
-                return;
+                return self.ring_corrupt(st, "receive queue", f, None);
             }
         };
         let payload = pkt.payload(bytes);

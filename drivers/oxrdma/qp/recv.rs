@@ -16,8 +16,8 @@ pub(super) struct Refusal {
     status: u8,
     psn: Option<Psn>,
     /// The process corrupted its receive queue: the QP goes to the error state
-    /// (`IB_EVENT_QP_FATAL`), for UC too.
-    fatal: bool,
+    /// ([`QpInner::ring_corrupt`]), for UC too.
+    fault: Option<RingFault>,
 }
 
 impl Refusal {
@@ -26,28 +26,26 @@ impl Refusal {
     const NO_RECEIVE_WQE: Self =
         Self::new(NakCode::RemoteOperationalError, wc_status::LOC_QP_OP_ERR);
 
-    /// The process corrupted its receive queue (an unreadable WQE, an impossible producer
-    /// index): as [`Self::NO_RECEIVE_WQE`], and the QP fails.
-    const RQ_FAULT: Self = Self {
-        fatal: true,
-        ..Self::NO_RECEIVE_WQE
-    };
-
     const fn new(code: NakCode, status: u8) -> Self {
         Self {
             code,
             status,
             psn: None,
-            fatal: false,
+            fault: None,
         }
     }
 
-    /// What taking a receive WQE for a new message gave: the WQE, or the refusal.
+    /// What taking a receive WQE for a new message gave: the WQE, or the refusal (as
+    /// [`Self::NO_RECEIVE_WQE`], and the QP fails, if the process corrupted the queue: an
+    /// unreadable WQE, an impossible producer index).
     fn take(r: Result<Option<RecvEntry>, RingFault>) -> Result<RecvEntry, Self> {
         match r {
             Ok(Some(e)) => Ok(e),
             Ok(None) => Err(Self::NO_RECEIVE_WQE),
-            Err(_) => Err(Self::RQ_FAULT),
+            Err(f) => Err(Self {
+                fault: Some(f),
+                ..Self::NO_RECEIVE_WQE
+            }),
         }
     }
 }
@@ -207,7 +205,7 @@ impl QpInner {
             || (op == Operation::RdmaWrite && last && pkt.headers.imm_dt.is_some());
         // A receive queue the process corrupted (an impossible producer index) counts as
         // having a WQE: taking it then fails, and the QP goes to the error state
-        // (`Refusal::RQ_FAULT`) instead of answering RNR NAKs for ever.
+        // (`Refusal::take`) instead of answering RNR NAKs for ever.
         let rwqe_available = if needs_rwqe {
             if op == Operation::Send {
                 self.rq.available().unwrap_or(true)
@@ -241,16 +239,17 @@ impl QpInner {
                         code,
                         status,
                         psn,
-                        fatal,
+                        fault,
                     }) => {
                         let Some(resp) = st.resp.as_mut() else { return };
                         let a = resp.reject(psn.unwrap_or(req.psn), code);
                         self.send_ack(st, &a);
                         self.fail_recv(st, status);
+                        if let Some(f) = fault {
+                            return self.ring_corrupt(st, "receive queue", f, None);
+                        }
                         self.events.raise(if code == NakCode::RemoteAccessError {
                             QpEvent::AccessError
-                        } else if fatal {
-                            QpEvent::Fatal
                         } else {
                             QpEvent::RequestError
                         });
@@ -310,14 +309,13 @@ impl QpInner {
                         self.events.raise(QpEvent::CommEstablished);
                     }
                 }
-                Err(Refusal { status, fatal, .. }) => {
+                Err(Refusal { status, fault, .. }) => {
                     self.dev.tx.stats.inc(Counter::RxDrop);
                     st.uc.abandon();
                     st.write = None;
                     self.fail_recv(st, status);
-                    if fatal {
-                        self.to_error(st, None);
-                        self.events.raise(QpEvent::Fatal);
+                    if let Some(f) = fault {
+                        self.ring_corrupt(st, "receive queue", f, None);
                     }
                 }
             },

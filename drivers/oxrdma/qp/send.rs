@@ -143,13 +143,7 @@ impl QpInner {
             self.retry.store(true, Ordering::Relaxed);
             return;
         }
-        pr_info!(
-            "QP {}: invalid send queue ({:?}); QP in error\n",
-            self.qpn,
-            f
-        );
-        self.to_error(st, Some(wc_status::LOC_QP_OP_ERR));
-        self.events.raise(QpEvent::Fatal);
+        self.ring_corrupt(st, "send queue", f, Some(wc_status::LOC_QP_OP_ERR));
     }
 
     /// Whether the SQ ring is empty; if so, the busy mark is cleared (and the ring checked
