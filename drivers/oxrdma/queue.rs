@@ -5,7 +5,7 @@
 //! A kernel user's queues are the same rings in kernel memory; its post calls produce into
 //! them through [`post_entry`] and the engine consumes them exactly as a process's.
 
-use crate::ox::rdma::events::SrqEvents;
+use crate::ox::rdma::events::{SrqEvent, SrqEvents};
 use crate::ox::rdma::mmap::RingBuf;
 use crate::ox::rdma::wr::{RecvWr, Sge as KSge};
 use crate::ox::sync::SpinLockBh;
@@ -139,6 +139,8 @@ pub(crate) struct RecvQueue {
 struct RecvState {
     view: RingView,
     limit: u32,
+    /// The ring was found corrupt (an SRQ raised its error event).
+    failed: bool,
 }
 
 impl RecvQueue {
@@ -156,7 +158,7 @@ impl RecvQueue {
                 max_sge,
                 events,
                 st <- crate::new_spinlock_bh!(
-                    RecvState { view: RingView::new(geo.slots), limit },
+                    RecvState { view: RingView::new(geo.slots), limit, failed: false },
                     "oxrdma_rq"
                 ),
                 post <- post_view(geo.slots),
@@ -175,9 +177,23 @@ impl RecvQueue {
 
     /// Whether a receive WQE is waiting.
     pub(crate) fn available(&self) -> Result<bool, RingFault> {
-        let mut st = self.st.lock();
-        self.refresh(&mut st)?;
-        Ok(!st.view.is_empty())
+        let r = {
+            let mut st = self.st.lock();
+            self.refresh(&mut st).map(|()| !st.view.is_empty())
+        };
+        r.map_err(|f| self.failed(f))
+    }
+
+    /// The process corrupted the ring (`f`): it stays so, and each QP that takes from it
+    /// fails. An SRQ raises `IB_EVENT_SRQ_ERR` the first time.
+    fn failed(&self, f: RingFault) -> RingFault {
+        if let Some(ev) = &self.events {
+            let first = !core::mem::replace(&mut self.st.lock().failed, true);
+            if first {
+                ev.raise(SrqEvent::Error);
+            }
+        }
+        f
     }
 
     /// Takes the next receive WQE.
@@ -189,56 +205,64 @@ impl RecvQueue {
     /// producer index, else only among the WQEs already accepted.
     fn take_next(&self, refresh: bool) -> Result<Option<RecvEntry>, RingFault> {
         let mut limit_hit = false;
-        let entry = {
-            let mut st = self.st.lock();
-            if refresh {
-                self.refresh(&mut st)?;
-            }
-            let Some(slot) = st.view.peek() else {
-                return Ok(None);
-            };
-            let at = self.geo.slot_offset(slot);
-            let mut hdr = [0u8; RECV_WQE_SIZE];
-            self.ring.read(at, &mut hdr).map_err(|_| RingFault::Entry)?;
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&hdr[0..8]);
-            let mut n = [0u8; 4];
-            n.copy_from_slice(&hdr[8..12]);
-            let wqe = RecvWqe {
-                wr_id: u64::from_ne_bytes(w),
-                num_sge: u32::from_ne_bytes(n),
-                reserved: 0,
-            };
-            if wqe.num_sge > self.max_sge || wqe.num_sge > MAX_SGE {
-                return Err(RingFault::Entry);
-            }
-            let mut sges = [Sge::default(); MAX_SGE as usize];
-            let mut raw = [0u8; SGE_SIZE];
-            for (i, sge) in sges.iter_mut().enumerate().take(wqe.num_sge as usize) {
-                self.ring
-                    .read(at + RECV_WQE_SIZE + i * SGE_SIZE, &mut raw)
-                    .map_err(|_| RingFault::Entry)?;
-                *sge = sge_from(&raw);
-            }
-            st.view.consume();
-            self.ring
-                .store_release(RING_CONSUMER_OFFSET, st.view.consumer());
-            if st.limit != 0 && st.view.len() < st.limit {
-                st.limit = 0;
-                limit_hit = true;
-            }
-            RecvEntry {
-                wr_id: wqe.wr_id,
-                sges,
-                num_sge: wqe.num_sge as usize,
-            }
-        };
+        let r = self.take_locked(&mut self.st.lock(), refresh, &mut limit_hit);
         if limit_hit {
             if let Some(ev) = &self.events {
-                ev.limit_reached();
+                ev.raise(SrqEvent::LimitReached);
             }
         }
-        Ok(Some(entry))
+        r.map_err(|f| self.failed(f))
+    }
+
+    /// [`RecvQueue::take_next`] under the lock; sets `limit_hit` when the take crossed the
+    /// armed limit (which it disarms).
+    fn take_locked(
+        &self,
+        st: &mut RecvState,
+        refresh: bool,
+        limit_hit: &mut bool,
+    ) -> Result<Option<RecvEntry>, RingFault> {
+        if refresh {
+            self.refresh(st)?;
+        }
+        let Some(slot) = st.view.peek() else {
+            return Ok(None);
+        };
+        let at = self.geo.slot_offset(slot);
+        let mut hdr = [0u8; RECV_WQE_SIZE];
+        self.ring.read(at, &mut hdr).map_err(|_| RingFault::Entry)?;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&hdr[0..8]);
+        let mut n = [0u8; 4];
+        n.copy_from_slice(&hdr[8..12]);
+        let wqe = RecvWqe {
+            wr_id: u64::from_ne_bytes(w),
+            num_sge: u32::from_ne_bytes(n),
+            reserved: 0,
+        };
+        if wqe.num_sge > self.max_sge || wqe.num_sge > MAX_SGE {
+            return Err(RingFault::Entry);
+        }
+        let mut sges = [Sge::default(); MAX_SGE as usize];
+        let mut raw = [0u8; SGE_SIZE];
+        for (i, sge) in sges.iter_mut().enumerate().take(wqe.num_sge as usize) {
+            self.ring
+                .read(at + RECV_WQE_SIZE + i * SGE_SIZE, &mut raw)
+                .map_err(|_| RingFault::Entry)?;
+            *sge = sge_from(&raw);
+        }
+        st.view.consume();
+        self.ring
+            .store_release(RING_CONSUMER_OFFSET, st.view.consumer());
+        if st.limit != 0 && st.view.len() < st.limit {
+            st.limit = 0;
+            *limit_hit = true;
+        }
+        Ok(Some(RecvEntry {
+            wr_id: wqe.wr_id,
+            sges,
+            num_sge: wqe.num_sge as usize,
+        }))
     }
 
     /// Posts a kernel user's receive WR.

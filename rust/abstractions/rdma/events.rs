@@ -192,13 +192,31 @@ impl QpEvents {
     }
 }
 
-/// Raises an SRQ's limit event.
+/// An asynchronous event of an SRQ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SrqEvent {
+    /// Fewer receive WRs wait than the armed limit (`IB_EVENT_SRQ_LIMIT_REACHED`).
+    LimitReached,
+    /// The SRQ failed: it can no longer be read (`IB_EVENT_SRQ_ERR`).
+    Error,
+}
+
+impl SrqEvent {
+    fn to_raw(self) -> bindings::ib_event_type {
+        match self {
+            Self::LimitReached => bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
+            Self::Error => bindings::ib_event_type_IB_EVENT_SRQ_ERR,
+        }
+    }
+}
+
+/// Raises an SRQ's asynchronous events.
 #[derive(Clone)]
 pub struct SrqEvents(pub(super) Revocable<bindings::ib_srq>);
 
 impl SrqEvents {
-    /// Raises `IB_EVENT_SRQ_LIMIT_REACHED`.
-    pub fn limit_reached(&self) {
+    /// Raises `ev`.
+    pub fn raise(&self, ev: SrqEvent) {
         self.0.with(|srq| {
             let srq = srq.as_ptr();
             // SAFETY: live SRQ (`Revocable` invariant), so its device, handler and context are.
@@ -207,7 +225,7 @@ impl SrqEvents {
                 el.srq = srq;
                 dispatch(
                     (*srq).device,
-                    bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
+                    ev.to_raw(),
                     el,
                     (*srq).event_handler,
                     (*srq).srq_context,

@@ -2,18 +2,19 @@
 # SPDX-License-Identifier: GPL-2.0
 """A process that writes garbage into its own shared rings (the kernel must treat them as
 hostile): bad indices, garbage WQEs, bad L_Keys and lengths, too many SGEs, an impossible CQ
-consumer index, garbage receive WQEs. Each scenario gets its own QP pair (device A <-> device
+consumer index, garbage receive WQEs, a corrupt SRQ. Each scenario gets its own QP pair (device A <-> device
 B) and CQs; a bystander QP pair on the same devices must keep working throughout.
 
     hostile.py DEV_A GID_A DEV_B GID_B
 
 The rings are found in /proc/self/maps (mappings of the devices' uverbs files, in creation
-order: the CQ ring, then each QP's send and receive rings). Prints one line per scenario and
+order: the CQ ring, then each QP's send and receive rings; an SRQ's ring when it is made). Prints one line per scenario and
 "hostile: N scenarios ok"; exits 1 on the first unexpected outcome.
 """
 import ctypes
 import os
 import random
+import signal
 import struct
 import sys
 import time
@@ -25,6 +26,7 @@ from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import RecvWR, SendWR, SGE
 
 sys.dont_write_bytecode = True
@@ -134,6 +136,26 @@ def kick(p, bystander):
 def expect_error_state(p, what, secs=5):
     if not wait_state(p.qa, e.IBV_QPS_ERR, secs):
         sys.exit(f"FAIL: {what}: victim QP is not in the error state ({qp_state(p.qa)})")
+
+
+def async_event(ctx, want, what, secs=10):
+    """Reads CTX's asynchronous events (acknowledging each) until one of type WANT, for at
+    most SECS seconds: the alarm's signal interrupts the blocking read (pyverbs holds the
+    interpreter's lock while it blocks). Returns the types read before it."""
+    seen = []
+    signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.alarm(secs)
+    try:
+        while True:
+            ev = ctx.get_async_event()
+            ev.ack()
+            if ev.event_type == want:
+                return seen
+            seen.append(ev.event_type)
+    except PyverbsRDMAError as ex:
+        sys.exit(f"FAIL: {what}: no event {want} within {secs} s (read {seen}; {ex})")
+    finally:
+        signal.alarm(0)
 
 
 def only_one(cq, what):
@@ -252,6 +274,34 @@ def main():
     expect_error_state(p, "rq producer overrun")
     print("rq producer overrun: victim QP in error, sender sees a remote operational error",
           flush=True)
+    done += 1
+
+    # 9. An SRQ whose producer index is beyond the ring: the SRQ raises IBV_EVENT_SRQ_ERR,
+    # the QP taking from it fails, its sender sees a remote operational error.
+    srq = SRQ(a.pd, SrqInitAttr(SrqAttr(max_wr=8, max_sge=1)))
+    m = maps_of(a.dev)
+    if len(m) != a.nmaps + 1:
+        sys.exit(f"FAIL: srq: expected 1 new ring mapping, found {len(m) - a.nmaps}")
+    srq_ring = m[a.nmaps]
+    cq = CQ(a.ctx, 16)
+    cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=2, max_recv_sge=2)
+    qa = QP(a.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, srq=srq, cap=cap))
+    a.nmaps = len(maps_of(a.dev))
+    cb, qb, _ = b.qp()
+    keep.append((srq, cq, qa, cb, qb))
+    connect_pair(qa, a.ctx, a.gid, qb, b.ctx, b.gid, access=ACCESS, timeout=10, retry_cnt=2,
+                 rnr_retry=2)
+    u32(srq_ring, PROD, u32(srq_ring, CONS) + 0x10000)
+    qb.post_send(SendWR(wr_id=99, num_sge=1, sg=[SGE(b.mr.buf, 10, b.mr.lkey)],
+                        send_flags=e.IBV_SEND_SIGNALED))
+    wc = poll(cb, secs=20)
+    if not wc or wc[0].status != e.IBV_WC_REM_OP_ERR:
+        sys.exit(f"FAIL: srq producer overrun: sender got {[(w.wr_id, w.status) for w in wc]}")
+    if not wait_state(qa, e.IBV_QPS_ERR, 5):
+        sys.exit(f"FAIL: srq producer overrun: its QP is not in the error state ({qp_state(qa)})")
+    before = async_event(a.ctx, e.IBV_EVENT_SRQ_ERR, "srq producer overrun")
+    print(f"srq producer overrun: IBV_EVENT_SRQ_ERR (after events {before}), its QP in error, "
+          "the sender sees a remote operational error", flush=True)
     done += 1
 
     bystander.exchange("bystander after")
