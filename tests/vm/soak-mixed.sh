@@ -163,9 +163,21 @@ run_one() {
 		local on=
 		wait_until 30 rping_dev || true
 		if [ "${on%/*}" != oxb_i ]; then
-			echo "rping's server listens on ${on:-no device}, not on oxb_i" >"$out"
+			# A server that ended before it listened failed on its own (under SOAK_FAULTS,
+			# an allocation failure may end it: an error, not a wrong byte); one that
+			# listens elsewhere, or not at all, is wrong.
+			if [ -z "$on" ] && _ox_exited "$spid"; then
+				echo "rping's server ended before it listened" >"$out"
+			else
+				echo "rping's server listens on ${on:-no device}, not on oxb_i" >"$out"
+			fi
 			kill -TERM "$spid" 2>/dev/null || true
-			wait "$spid" || true
+			wait "$spid" || src=$?
+			{
+				echo "server exit $src; server said:"
+				tail -8 "$out.server"
+				rdma res show cm_id
+			} >>"$out" 2>&1
 			return 1
 		fi
 		timeout 180 ip netns exec "$NS_A" rping -c -a "$NS_B_IP4" -p 7180 -v -C 20 -S 4000 \
@@ -283,6 +295,10 @@ for k in "${kinds[@]}"; do
 	info "$k: $ok runs ok, $ko failed$( ((faults == 0)) || echo ", $err ended in an error")"
 	for n in $(awk '$1 == "FAILED" {print $2}' "$log/$k" | head -3); do
 		_ox_show "$k run $n" "$(grep -v 'ping data: rdma-ping-' "$log/$k.$n" | tail -24)"
+	done
+	# The first run that ended in an error, for the record.
+	for n in $(awk '$1 == "ERROR" {print $2}' "$log/$k" | head -1); do
+		_ox_show "$k run $n (an error)" "$(grep -v 'ping data: rdma-ping-' "$log/$k.$n" | tail -8)"
 	done
 	((ok > 0 || faults > 0)) || fail "$k: no run completed in $minutes min"
 	failed=$((failed + ko))
