@@ -6,7 +6,9 @@
 #   - the module built with CLIPPY=1 (kernel lints + clippy), zero warnings;
 #   - rustfmt with the kernel's .rustfmt.toml over every Rust file of the tree;
 #   - checkpatch --strict over the C files (when the kernel source has scripts/checkpatch.pl);
-#   - cargo clippy of the host workspace, warnings denied.
+#   - cargo clippy of the host workspace, warnings denied;
+#   - the fuzz targets' manifest (rust/wire/fuzz, a workspace of its own that needs nightly and
+#     cargo-fuzz to build, so not built here) read by cargo.
 set -uo pipefail
 . "$(dirname "$0")/lib/env.sh"
 kd=${1:?usage: lint.sh KERNEL_BUILD_DIR [LOG_DIR]}
@@ -57,5 +59,12 @@ if cargo clippy --workspace --all-targets --color never -- -D warnings >"$logs/c
 	report PASS "lint: cargo clippy (host workspace), -D warnings"
 else
 	report FAIL "lint: cargo clippy (host workspace)" "see $logs/cargo-clippy.log"
+fi
+
+if cargo metadata --manifest-path rust/wire/fuzz/Cargo.toml --format-version 1 --no-deps \
+	--offline >/dev/null 2>"$logs/fuzz-manifest.log"; then
+	report PASS "lint: fuzz targets' manifest (rust/wire/fuzz/Cargo.toml)"
+else
+	report FAIL "lint: fuzz targets' manifest" "see $logs/fuzz-manifest.log"
 fi
 exit $rc
