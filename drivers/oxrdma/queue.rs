@@ -139,7 +139,7 @@ pub(crate) struct RecvQueue {
 struct RecvState {
     view: RingView,
     limit: u32,
-    /// The ring was found corrupt (an SRQ raised its error event).
+    /// An SRQ found corrupt: in the error state for good (it raised its error event).
     failed: bool,
 }
 
@@ -179,13 +179,25 @@ impl RecvQueue {
     pub(crate) fn available(&self) -> Result<bool, RingFault> {
         let r = {
             let mut st = self.st.lock();
-            self.refresh(&mut st).map(|()| !st.view.is_empty())
+            self.usable(&st)
+                .and_then(|()| self.refresh(&mut st))
+                .map(|()| !st.view.is_empty())
         };
         r.map_err(|f| self.failed(f))
     }
 
-    /// The process corrupted the ring (`f`): it stays so, and each QP that takes from it
-    /// fails. An SRQ raises `IB_EVENT_SRQ_ERR` the first time.
+    /// An SRQ found corrupt stays in the error state (IBA: only destroying it ends that),
+    /// whatever the process writes into its ring afterwards.
+    fn usable(&self, st: &RecvState) -> Result<(), RingFault> {
+        if st.failed {
+            Err(RingFault::Index)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The process corrupted the ring (`f`). Each QP that takes from it fails; an SRQ goes to
+    /// the error state for good and raises `IB_EVENT_SRQ_ERR`, once.
     fn failed(&self, f: RingFault) -> RingFault {
         if let Some(ev) = &self.events {
             let first = !core::mem::replace(&mut self.st.lock().failed, true);
@@ -222,6 +234,7 @@ impl RecvQueue {
         refresh: bool,
         limit_hit: &mut bool,
     ) -> Result<Option<RecvEntry>, RingFault> {
+        self.usable(st)?;
         if refresh {
             self.refresh(st)?;
         }
