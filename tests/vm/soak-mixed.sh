@@ -165,9 +165,11 @@ run_one() {
 		if [ "${on%/*}" != oxb_i ]; then
 			# A server that ended before it listened because rdma-core's device list (read
 			# over netlink, whose messages injected allocation failures may take) missed
-			# oxb_i failed on its own: an error, not a wrong byte. One that listens
-			# elsewhere, not at all, or ended for any other reason is wrong.
-			if [ -z "$on" ] && _ox_exited "$spid" && grep -q 'No such device' "$out.server"; then
+			# oxb_i ("rdma_bind_addr: No such device") or every device ("No RDMA devices
+			# were detected") failed on its own: an error, not a wrong byte. One that
+			# listens elsewhere, not at all, or ended for any other reason is wrong.
+			if [ -z "$on" ] && _ox_exited "$spid" &&
+				grep -qE 'No such device|No RDMA devices were detected' "$out.server"; then
 				echo "rping's server ended before it listened" >"$out"
 			else
 				echo "rping's server listens on ${on:-no device}, not on oxb_i" >"$out"
