@@ -37,7 +37,8 @@ pub(crate) enum Counter {
     RxDrop,
     /// Packets that could not be sent (no route, no memory).
     SendErr,
-    /// Packets of `SentPkts` that left in a run cut by segmentation offload.
+    /// Packets of `SentPkts` that left in a run (one segmentation offload skb), cut on the way
+    /// or not.
     SentGsoPkts,
     /// Packets of `RcvdPkts` that arrived in a run of segmentation offload not cut on the way.
     RcvdGsoPkts,
