@@ -9,7 +9,7 @@
 //!   FFI code (`forbid` below), and the abstraction layer keeps its raw bindings private.
 //!
 //! This root file holds only what macros must expand in the crate itself: the `module!`
-//! declaration and the registration of the KUnit suites.
+//! declaration (of `load::OxRdma`) and the registration of the KUnit suites.
 
 // `pin_init!` of the QP (many fields) nests deeper than the default limit.
 #![recursion_limit = "256"]
@@ -60,6 +60,8 @@ mod iwcm;
 #[forbid(unsafe_code)]
 mod link;
 #[forbid(unsafe_code)]
+mod load;
+#[forbid(unsafe_code)]
 mod mcast;
 #[forbid(unsafe_code)]
 mod mr;
@@ -89,6 +91,8 @@ kunit_register!(
     selftests::hardening::hardening_suite::SUITE,
 );
 
+use load::OxRdma;
+
 module! {
     type: OxRdma,
     name: "oxrdma",
@@ -96,44 +100,4 @@ module! {
     description: "Software RDMA provider: RoCE v1 and v2 over Ethernet, iWARP over kernel TCP",
     license: "GPL",
     alias: ["rdma-link-oxroce", "rdma-link-oxiwarp"],
-}
-
-struct OxRdma {
-    links: Option<link::Links>,
-    tunnels: Option<ox::udp_tunnel::TunnelRegistration>,
-    wq: Option<ox::workqueue::ModuleWorkqueue>,
-}
-
-impl kernel::Module for OxRdma {
-    fn init(_module: &'static ThisModule) -> Result<Self> {
-        // Before any device: RoCE v2 receive sockets need the per-namespace exit hook.
-        let wq = ox::workqueue::ModuleWorkqueue::create(
-            kernel::c_str!("oxrdma"),
-            kernel::c_str!("oxrdma_tx"),
-        )?;
-        let tunnels = ox::udp_tunnel::TunnelRegistration::register()?;
-        let links = link::Links::register()?;
-        pr_info!(
-            "oxrdma {} loaded (uAPI version {})\n",
-            uapi::abi::OXRDMA_VERSION,
-            uapi::abi::OXRDMA_ABI_VERSION
-        );
-        Ok(OxRdma {
-            links: Some(links),
-            tunnels: Some(tunnels),
-            wq: Some(wq),
-        })
-    }
-}
-
-impl Drop for OxRdma {
-    fn drop(&mut self) {
-        // First stop new devices and netdev events, then remove this module's devices.
-        drop(self.links.take());
-        link::remove_all();
-        // Closes whatever tunnel is still open; then the workqueue drains what is queued.
-        drop(self.tunnels.take());
-        drop(self.wq.take());
-        pr_info!("oxrdma unloaded\n");
-    }
 }
