@@ -29,11 +29,15 @@ help:
 	@echo "make soak            30 minutes of verified mixed traffic under netem (SOAK_MINUTES=N)"
 	@echo "make faults          every allocation of each verb made to fail, one at a time"
 	@echo "                     (these three on the debug kernel: DEBUG=1)"
+	@echo "make setup           install the Debian packages and tools the build needs"
+	@echo "make kernel          build (or find cached) the test kernel (DEBUG=1: the debug one)"
 	@echo "make modules         build oxrdma.ko (KDIR=<kernel build dir> for another kernel)"
 	@echo "make provider        build userspace-provider/out/liboxrdma-rdmav34.so"
-	@echo "make lint            CLIPPY=1 module build and rustfmt check, warnings are errors"
+	@echo "make lint            CLIPPY=1 module build, rustfmt, checkpatch, cargo clippy, the"
+	@echo "                     fuzz manifest; warnings are errors"
 	@echo "make vm-run SCRIPT=f run a script (or CMD='...') as root in the test VM"
 	@echo "make install         install module, userspace provider and driver file"
+	@echo "make clean           remove the module build, generated bindings and cargo's target/"
 
 setup:
 	@$(ROOT)/scripts/setup.sh
