@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
-# Runs in the test VM (make profile): where the CPU time of one ib_write_bw run goes, for
+# Runs in a VM (scripts/vm-run [--variant bench] -- bash scripts/profile-guest.sh WHAT):
+# where the CPU time of one ib_write_bw run goes, for
 # oxroce (two namespaces) or rxe (root namespace) on one veth pair, or oxiwarp or siw (root
 # namespace, two local addresses: TCP through lo; over rdma_cm). perf samples every CPU
 # (cpu-clock; TCG has no hardware counters) while the transfer runs; the flat profile (own
