@@ -11,7 +11,8 @@
  * attributes and masks, AHs with random GIDs and ports, post_send and post_recv with random
  * opcodes, SGEs, keys and inline sizes, polls, notifications, mmap of the command file at
  * random offsets and lengths, fork() with registered memory, and an RC pair moving data
- * whose MR, QP or CQ is destroyed while the transfer runs. Destroys may be refused (EBUSY):
+ * whose target MR, target QP or requester QP is destroyed while the transfer runs (the CQ
+ * after both QPs). Destroys may be refused (EBUSY):
  * the object stays and is used on. The kernel must answer each call with a result or an
  * error; the harness judges the kernel log.
  *
