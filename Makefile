@@ -9,12 +9,12 @@
 SHELL := /bin/bash
 ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 # `make bench` measures on the bench kernel (regular SLUB, accelerated CRC drivers).
-VARIANT := $(if $(filter 1 y yes,$(DEBUG)),debug,$(if $(filter bench,$(MAKECMDGOALS)),bench,test))
+VARIANT := $(if $(filter 1 y yes,$(DEBUG)),debug,$(if $(filter bench insn-count,$(MAKECMDGOALS)),bench,test))
 TEST_KDIR = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && kernel_dir $(VARIANT)')/build
 KDIR ?= $(TEST_KDIR)
 KMAKE_VARS = $(shell bash -c '. $(ROOT)/scripts/lib/env.sh && echo "$${KMAKE_VARS[@]}"')
 
-.PHONY: all help setup kernel modules provider lint demo check bench fuzz soak faults vm-run install \
+.PHONY: all help setup kernel modules provider lint demo check bench insn-count fuzz soak faults vm-run install \
 	clean
 
 all: modules provider
@@ -25,6 +25,8 @@ help:
 	@echo "make check DEBUG=1   the same on the debug kernel (KASAN, lockdep, kmemleak)"
 	@echo "make bench           oxroce, rxe, oxiwarp, siw, TCP and UDP side by side (ratios), in"
 	@echo "                     one VM and in two, on the bench kernel (configs/bench.config)"
+	@echo "make insn-count      instructions and memory accesses per message, oxiwarp and siw,"
+	@echo "                     counted in QEMU (scripts/insn-count), on the bench kernel"
 	@echo "make fuzz            a million hostile RoCE packets at live QPs (FUZZ_PACKETS=N)"
 	@echo "make soak            30 minutes of verified mixed traffic under netem (SOAK_MINUTES=N)"
 	@echo "make faults          every allocation of each verb made to fail, one at a time"
@@ -69,6 +71,9 @@ check: kernel
 
 bench: kernel modules provider
 	@$(ROOT)/scripts/bench.sh $(VARIANT)
+
+insn-count: kernel modules provider
+	@$(ROOT)/scripts/insn-count --variant $(VARIANT)
 
 fuzz soak faults: kernel modules provider
 	@$(ROOT)/scripts/hardening.sh $(VARIANT) $@

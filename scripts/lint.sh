@@ -37,12 +37,13 @@ else
 fi
 
 # The C sources (helpers, the kernel-verbs KUnit test) in kernel style; the userspace test
-# programs under tests/vm in kernel style too, but with the C library's types (uint8_t, not u8).
+# programs under tests/vm and the QEMU plugin under scripts/qemu in kernel style too, but with the
+# C library's types (uint8_t, not u8).
 if [ -f "$ksrc/scripts/checkpatch.pl" ]; then
 	mapfile -t cs < <({ git ls-files '*.c' '*.h'; git ls-files --others --exclude-standard '*.c' '*.h'; } 2>/dev/null)
 	kern=() user=()
 	for f in "${cs[@]}"; do
-		case $f in tests/vm/*) user+=("$f");; *) kern+=("$f");; esac
+		case $f in tests/vm/* | scripts/qemu/*) user+=("$f");; *) kern+=("$f");; esac
 	done
 	cp_run() {
 		perl "$ksrc/scripts/checkpatch.pl" --no-tree --strict --terse --show-types "$@"
