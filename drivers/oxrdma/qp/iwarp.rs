@@ -1615,18 +1615,20 @@ impl QpInner {
             }
             let crc = iw.crc;
             // The common case first: a whole FPDU, placed and finished in one go.
+            // The header stays here, by reference, rather than in `rx_hdr`.
             if let Some(w) = iw.deframer.whole_with(&crc, data) {
                 let payload = &data[w.start..w.start + usize::from(w.payload_len)];
                 let r = self
-                    .iw_header(st, w.segment, w.payload_len)
-                    .and_then(|()| {
-                        if payload.is_empty() {
-                            Ok(())
-                        } else {
-                            self.iw_payload(st, payload)
+                    .iw_header(st, &w.segment, w.payload_len)
+                    .and_then(|ends| {
+                        if !payload.is_empty() {
+                            self.iw_payload(st, payload)?;
                         }
-                    })
-                    .and_then(|()| self.iw_end(st));
+                        if ends {
+                            self.iw_finish(st, &w.segment)?;
+                        }
+                        Ok(())
+                    });
                 if let Err(t) = r {
                     return self.iw_refused(st, t, Some(w.segment));
                 }
@@ -1645,7 +1647,11 @@ impl QpInner {
                 Event::Header {
                     segment,
                     payload_len,
-                } => self.iw_header(st, segment, payload_len),
+                } => self.iw_header(st, &segment, payload_len).map(|ends| {
+                    if let (true, Some(iw)) = (ends, st.iw.as_mut()) {
+                        iw.rx_hdr = Some(segment);
+                    }
+                }),
                 Event::Payload { start, len } => self.iw_payload(st, &data[start..start + len]),
                 Event::End => self.iw_end(st),
             };
@@ -1673,8 +1679,14 @@ impl QpInner {
         self.iw_fail(st, t);
     }
 
-    /// A segment's header: decide where its payload goes.
-    fn iw_header(&self, st: &mut QpState, seg: Segment, len: u16) -> Result<(), Option<TermCode>> {
+    /// A segment's header: decide where its payload goes. Whether its end is to be acted on
+    /// ([`Self::iw_finish`], with this header).
+    fn iw_header(
+        &self,
+        st: &mut QpState,
+        seg: &Segment,
+        len: u16,
+    ) -> Result<bool, Option<TermCode>> {
         let len32 = u32::from(len);
         if let Some(iw) = st.iw.as_mut() {
             // RFC 7306's messages only on a connection that negotiated them.
@@ -1714,7 +1726,7 @@ impl QpInner {
                 iw.rtr_response = false;
                 iw.rx_seg = RxSeg::Discard;
                 iw.rx_hdr = None;
-                return Ok(());
+                return Ok(false);
             }
         }
         let dest = match (seg.opcode, seg.placement) {
@@ -1831,8 +1843,7 @@ impl QpInner {
             return Err(None);
         };
         iw.rx_seg = dest;
-        iw.rx_hdr = Some(seg);
-        Ok(())
+        Ok(true)
     }
 
     /// Payload bytes of the segment being received.
@@ -1887,8 +1898,16 @@ impl QpInner {
         let Some(iw) = st.iw.as_mut() else {
             return Err(None);
         };
-        let Some(seg) = iw.rx_hdr.take() else {
-            return Ok(());
+        match iw.rx_hdr.take() {
+            Some(seg) => self.iw_finish(st, &seg),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Self::iw_end`] of the segment whose header is `seg`.
+    fn iw_finish(&self, st: &mut QpState, seg: &Segment) -> Result<(), Option<TermCode>> {
+        let Some(iw) = st.iw.as_mut() else {
+            return Err(None);
         };
         let dest = core::mem::replace(&mut iw.rx_seg, RxSeg::Discard);
         // The WRITE just before an immediate data message is the one it reports; any other
