@@ -658,11 +658,15 @@ fn copy(dst: &mut [u8], src: &[u8]) {
 }
 
 /// Reads a big-endian u32 at `at` (the caller has checked the length).
+#[inline]
 fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_be_bytes(w)
 }
 
 /// Reads a big-endian u64 at `at` (the caller has checked the length).
+#[inline]
 fn be64(b: &[u8], at: usize) -> u64 {
     (u64::from(be32(b, at)) << 32) | u64::from(be32(b, at + 4))
 }
