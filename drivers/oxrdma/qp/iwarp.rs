@@ -645,6 +645,10 @@ impl QpInner {
         // connection below, rather than giving it back and taking it again.
         let mut fills = 0;
         let mut held = None;
+        // The last fill left the send queue idle, its busy mark clear: what the process posts
+        // after that rings the doorbell again (a run of its own, after this one), and what
+        // the peer's messages bring runs the QP too, so no fill is needed after sending.
+        let mut idle = false;
         loop {
             if !io.plan.is_sent() {
                 // Set before trying: send space that frees up once the socket refused
@@ -668,7 +672,9 @@ impl QpInner {
                 io.sock.watch_acks();
                 self.iw_acked(&mut st, io.sock.acked());
             }
-            self.iw_fill(&mut st, &mut io.plan, &mut io.scratch);
+            if !idle {
+                idle = self.iw_fill(&mut st, &mut io.plan, &mut io.scratch);
+            }
             if io.plan.is_sent() {
                 // Nothing to send: what finished without sending completes now.
                 self.iw_complete(&mut st);
@@ -998,33 +1004,38 @@ impl QpInner {
     }
 
     /// Plans what can be sent into `plan` (empty; gathering payload in `scratch`): READ and
-    /// atomic responses first, then the send queue's operations in order.
-    fn iw_fill(&self, st: &mut QpState, plan: &mut TxPlan, scratch: &mut [u8]) {
+    /// atomic responses first, then the send queue's operations in order. Whether it ended
+    /// with everything planned and the send queue idle (its busy mark cleared).
+    fn iw_fill(&self, st: &mut QpState, plan: &mut TxPlan, scratch: &mut [u8]) -> bool {
         if !matches!(st.state, St::Rts | St::Sqd) {
-            return;
+            return false;
         }
-        let Some(iw) = st.iw.as_mut() else { return };
+        let Some(iw) = st.iw.as_mut() else {
+            return false;
+        };
         // Peer-to-peer mode: a responder sends nothing before the initiator's
         // ready-to-receive message (what is posted meanwhile waits in the ring; its arrival
         // runs the QP), an initiator sends that message first.
         if iw.rtr_wait.is_some() {
-            return;
+            return false;
         }
         if let Some(r) = iw.rtr_send.take() {
             if let Err(t) = Self::iw_rtr(iw, r, plan) {
                 self.iw_fail(st, t);
-                return;
+                return false;
             }
         }
         if st.state == St::Rts {
             self.sq.set_busy();
             if let Err(f) = self.iw_take(st) {
                 self.ring_fault(st, f);
-                return;
+                return false;
             }
         }
         loop {
-            let Some(iw) = st.iw.as_ref() else { return };
+            let Some(iw) = st.iw.as_ref() else {
+                return false;
+            };
             // The largest FPDU a ULPDU of `mulpdu` bytes makes (pad, CRC, markers).
             let worst = LEN_FIELD
                 + usize::from(iw.mulpdu)
@@ -1032,7 +1043,7 @@ impl QpInner {
                 + CRC_LEN
                 + MARKER_LEN * (usize::from(iw.mulpdu) / 508 + 2);
             if plan.room() < worst || plan.slots() < ITEMS_PER_FPDU {
-                return;
+                return false;
             }
             let built = if iw.responding.is_some() || !iw.inbound.is_empty() {
                 self.iw_respond(st, plan, scratch)
@@ -1046,23 +1057,26 @@ impl QpInner {
                     // meanwhile. With the ring empty, the process rings the doorbell again
                     // once the busy mark is clear; the ring is read again after clearing it
                     // (the doorbell rule in rust/uapi), so no WQE is left behind.
-                    if st.state != St::Rts || self.sq_idle(st) {
-                        break;
+                    if st.state != St::Rts {
+                        return false;
+                    }
+                    if self.sq_idle(st) {
+                        return true;
                     }
                     let before = st.next_seq;
                     if let Err(f) = self.iw_take(st) {
                         self.ring_fault(st, f);
-                        return;
+                        return false;
                     }
                     if st.next_seq == before {
                         // The operation slots are full, or the work waits (READ credits, a
                         // fence): the completions that free them run the QP again.
-                        break;
+                        return false;
                     }
                 }
                 Err(t) => {
                     self.iw_fail(st, t);
-                    return;
+                    return false;
                 }
             }
         }
