@@ -132,6 +132,78 @@ struct RecvProgress {
     offset: u64,
 }
 
+/// What a message that ended filled: its receive WQE and the bytes placed.
+struct RecvDone {
+    wr_id: u64,
+    offset: u64,
+}
+
+/// The receive WQE the SEND being received fills, if one does. The storage stays across
+/// messages: each WQE is read into it in place ([`RecvQueue::take_into`]), not built apart
+/// and copied in.
+struct RecvSlot {
+    active: bool,
+    p: RecvProgress,
+}
+
+impl RecvSlot {
+    const fn new() -> Self {
+        Self {
+            active: false,
+            p: RecvProgress {
+                entry: RecvEntry::empty(),
+                offset: 0,
+            },
+        }
+    }
+
+    fn is_some(&self) -> bool {
+        self.active
+    }
+
+    fn is_none(&self) -> bool {
+        !self.active
+    }
+
+    fn as_ref(&self) -> Option<&RecvProgress> {
+        self.active.then_some(&self.p)
+    }
+
+    fn as_mut(&mut self) -> Option<&mut RecvProgress> {
+        if self.active {
+            Some(&mut self.p)
+        } else {
+            None
+        }
+    }
+
+    /// Ends the message: what it filled, if a WQE was taken for it.
+    fn take(&mut self) -> Option<RecvDone> {
+        if !core::mem::replace(&mut self.active, false) {
+            return None;
+        }
+        Some(RecvDone {
+            wr_id: self.p.entry.wr_id,
+            offset: self.p.offset,
+        })
+    }
+
+    /// Drops the message being received, if any (its WQE is not completed).
+    fn clear(&mut self) {
+        self.active = false;
+    }
+
+    /// Takes `rq`'s next WQE for a new message (none is being received); whether there was
+    /// one.
+    fn fill(&mut self, rq: &RecvQueue) -> Result<bool, RingFault> {
+        self.active = false;
+        let got = rq.take_into(&mut self.p.entry)?;
+        self.p.offset = 0;
+        self.active = got;
+        Ok(got)
+    }
+}
+
 /// An RDMA WRITE being received across packets. Each packet's write is checked against the
 /// MR again: an invalidation or deregistration ends the message.
 struct WriteProgress {
@@ -248,7 +320,7 @@ pub(crate) struct QpState {
     resp: Option<KBox<Responder<RESP_RES>>>,
     ops: KVec<Option<SendOp>>,
     next_seq: u64,
-    recv: Option<RecvProgress>,
+    recv: RecvSlot,
     write: Option<WriteProgress>,
     /// An RC responder's place in the message stream (FIRST..LAST, ONLY).
     msg: MessageSequence,
@@ -497,7 +569,7 @@ impl QpInner {
                     resp: None,
                     ops,
                     next_seq: 0,
-                    recv: None,
+                    recv: RecvSlot::new(),
                     write: None,
                     msg: MessageSequence::new(),
                     reads,
@@ -826,7 +898,7 @@ impl QpInner {
         st.dead = true;
         st.req = None;
         st.resp = None;
-        st.recv = None;
+        st.recv.clear();
         st.write = None;
         st.msg = MessageSequence::new();
         for r in st.reads.iter_mut() {
@@ -846,7 +918,7 @@ impl QpInner {
         }
         st.req = None;
         st.resp = None;
-        st.recv = None;
+        st.recv.clear();
         st.write = None;
         st.msg = MessageSequence::new();
         for r in st.reads.iter_mut() {
@@ -885,7 +957,7 @@ impl QpInner {
             self.iw_flush_ops(st, first);
         }
         // Unfinished in-flight ops the requester never saw.
-        st.recv = None;
+        st.recv.clear();
         st.write = None;
         st.msg = MessageSequence::new();
         st.outgoing.clear_all();

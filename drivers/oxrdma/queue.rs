@@ -111,6 +111,19 @@ pub(crate) struct RecvEntry {
 }
 
 impl RecvEntry {
+    /// No WQE yet: storage that [`RecvQueue::take_into`] fills.
+    pub(crate) const fn empty() -> Self {
+        Self {
+            wr_id: 0,
+            sges: [Sge {
+                addr: 0,
+                length: 0,
+                lkey: 0,
+            }; MAX_SGE as usize],
+            num_sge: 0,
+        }
+    }
+
     /// Where the data goes.
     pub(crate) fn sges(&self) -> &[Sge] {
         &self.sges[..self.num_sge]
@@ -208,16 +221,23 @@ impl RecvQueue {
         f
     }
 
-    /// Takes the next receive WQE.
-    pub(crate) fn take(&self) -> Result<Option<RecvEntry>, RingFault> {
-        self.take_next(true)
+    /// Takes the next receive WQE into `out`, in place (of its SGEs, only the WQE's are
+    /// written); whether there was one. On an error `out` holds nothing of use.
+    pub(crate) fn take_into(&self, out: &mut RecvEntry) -> Result<bool, RingFault> {
+        self.take_next(true, out)
     }
 
-    /// Takes the next receive WQE; with `refresh`, after accepting the process's latest
-    /// producer index, else only among the WQEs already accepted.
-    fn take_next(&self, refresh: bool) -> Result<Option<RecvEntry>, RingFault> {
+    /// Takes the next receive WQE, into storage of its own.
+    pub(crate) fn take(&self) -> Result<Option<RecvEntry>, RingFault> {
+        let mut e = RecvEntry::empty();
+        Ok(self.take_into(&mut e)?.then_some(e))
+    }
+
+    /// Takes the next receive WQE into `out`; with `refresh`, after accepting the process's
+    /// latest producer index, else only among the WQEs already accepted.
+    fn take_next(&self, refresh: bool, out: &mut RecvEntry) -> Result<bool, RingFault> {
         let mut limit_hit = false;
-        let r = self.take_locked(&mut self.st.lock(), refresh, &mut limit_hit);
+        let r = self.take_locked(&mut self.st.lock(), refresh, &mut limit_hit, out);
         if limit_hit {
             if let Some(ev) = &self.events {
                 ev.raise(SrqEvent::LimitReached);
@@ -233,13 +253,14 @@ impl RecvQueue {
         st: &mut RecvState,
         refresh: bool,
         limit_hit: &mut bool,
-    ) -> Result<Option<RecvEntry>, RingFault> {
+        out: &mut RecvEntry,
+    ) -> Result<bool, RingFault> {
         self.usable(st)?;
         if refresh {
             self.refresh(st)?;
         }
         let Some(slot) = st.view.peek() else {
-            return Ok(None);
+            return Ok(false);
         };
         let at = self.geo.slot_offset(slot);
         let mut hdr = [0u8; RECV_WQE_SIZE];
@@ -256,9 +277,8 @@ impl RecvQueue {
         if wqe.num_sge > self.max_sge || wqe.num_sge > MAX_SGE {
             return Err(RingFault::Entry);
         }
-        let mut sges = [Sge::default(); MAX_SGE as usize];
         let mut raw = [0u8; SGE_SIZE];
-        for (i, sge) in sges.iter_mut().enumerate().take(wqe.num_sge as usize) {
+        for (i, sge) in out.sges.iter_mut().enumerate().take(wqe.num_sge as usize) {
             self.ring
                 .read(at + RECV_WQE_SIZE + i * SGE_SIZE, &mut raw)
                 .map_err(|_| RingFault::Entry)?;
@@ -271,11 +291,9 @@ impl RecvQueue {
             st.limit = 0;
             *limit_hit = true;
         }
-        Ok(Some(RecvEntry {
-            wr_id: wqe.wr_id,
-            sges,
-            num_sge: wqe.num_sge as usize,
-        }))
+        out.wr_id = wqe.wr_id;
+        out.num_sge = wqe.num_sge as usize;
+        Ok(true)
     }
 
     /// Posts a kernel user's receive WR.
@@ -337,9 +355,10 @@ impl RecvQueue {
             }
             st.view.len()
         };
+        let mut e = RecvEntry::empty();
         for _ in 0..waiting {
-            match self.take_next(false) {
-                Ok(Some(e)) => f(e.wr_id),
+            match self.take_next(false, &mut e) {
+                Ok(true) => f(e.wr_id),
                 _ => break,
             }
         }

@@ -823,14 +823,16 @@ impl QpInner {
             iw.finished &= !bit(seq);
             iw.done_seq += 1;
             let idx = (seq % REQ_WQES as u64) as usize;
-            let Some(op) = st.ops[idx].take() else {
+            // Completed where it is, then its slot emptied (not moved out first: a copy).
+            let Some(op) = st.ops[idx].as_ref() else {
                 continue;
             };
             let mut status = op.local_error.unwrap_or(wc_status::SUCCESS);
-            if status == wc_status::SUCCESS && !self.invalidate_after(&op) {
+            if status == wc_status::SUCCESS && !self.invalidate_after(op) {
                 status = wc_status::LOC_PROT_ERR;
             }
-            self.complete_op(&op, status);
+            self.complete_op(op, status);
+            st.ops[idx] = None;
             if status != wc_status::SUCCESS {
                 self.iw_fail(st, None);
                 return;
@@ -883,7 +885,7 @@ impl QpInner {
         if let Some(p) = st.recv.take() {
             self.recv_cq.push(
                 &Cqe {
-                    wr_id: p.entry.wr_id,
+                    wr_id: p.wr_id,
                     status: wc_status::WR_FLUSH_ERR,
                     opcode: wc_opcode::RECV,
                     qp_num: self.qpn,
@@ -1833,9 +1835,8 @@ impl QpInner {
                     if mo != 0 {
                         return Err(Some(TermCode::DDP_UT_INVALID_MO));
                     }
-                    match self.rq.take() {
-                        Ok(Some(entry)) => st.recv = Some(RecvProgress { entry, offset: 0 }),
-                        _ => return Err(Some(TermCode::DDP_UT_NO_BUFFER)),
+                    if !matches!(st.recv.fill(&self.rq), Ok(true)) {
+                        return Err(Some(TermCode::DDP_UT_NO_BUFFER));
                     }
                 }
                 let cap = st.recv.as_ref().map_or(0, |p| p.entry.capacity());
@@ -1974,7 +1975,7 @@ impl QpInner {
                     return Err(Some(TermCode::DDP_UT_NO_BUFFER));
                 };
                 let mut cqe = Cqe {
-                    wr_id: p.entry.wr_id,
+                    wr_id: p.wr_id,
                     opcode: wc_opcode::RECV,
                     byte_len: p.offset as u32,
                     qp_num: self.qpn,

@@ -35,10 +35,15 @@ impl Refusal {
         }
     }
 
-    /// What taking a receive WQE for a new message gave: the WQE, or the refusal (as
-    /// [`Self::NO_RECEIVE_WQE`], and the QP fails, if the process corrupted the queue: an
-    /// unreadable WQE, an impossible producer index).
-    fn take(r: Result<Option<RecvEntry>, RingFault>) -> Result<RecvEntry, Self> {
+    /// What taking a receive WQE for a new message (into the QP's slot) gave: nothing more
+    /// to do, or the refusal (as [`Self::NO_RECEIVE_WQE`], and the QP fails, if the process
+    /// corrupted the queue: an unreadable WQE, an impossible producer index).
+    fn take(r: Result<bool, RingFault>) -> Result<(), Self> {
+        Self::take_entry(r.map(|got| got.then_some(())))
+    }
+
+    /// [`Self::take`] of a WQE taken into storage of its own.
+    fn take_entry<T>(r: Result<Option<T>, RingFault>) -> Result<T, Self> {
         match r {
             Ok(Some(e)) => Ok(e),
             Ok(None) => Err(Self::NO_RECEIVE_WQE),
@@ -327,7 +332,7 @@ impl QpInner {
         if let Some(p) = st.recv.take() {
             self.recv_cq.push(
                 &Cqe {
-                    wr_id: p.entry.wr_id,
+                    wr_id: p.wr_id,
                     status,
                     opcode: wc_opcode::RECV,
                     qp_num: self.qpn,
@@ -387,8 +392,7 @@ impl QpInner {
                     if st.recv.is_some() {
                         return Err(inval);
                     }
-                    let entry = Refusal::take(self.rq.take())?;
-                    st.recv = Some(RecvProgress { entry, offset: 0 });
+                    Refusal::take(st.recv.fill(&self.rq))?;
                 }
                 let Some(p) = st.recv.as_mut() else {
                     return Err(inval);
@@ -416,7 +420,7 @@ impl QpInner {
                         return Err(inval);
                     };
                     let mut cqe = Cqe {
-                        wr_id: p.entry.wr_id,
+                        wr_id: p.wr_id,
                         opcode: wc_opcode::RECV,
                         byte_len: p.offset as u32,
                         qp_num: self.qpn,
@@ -473,7 +477,7 @@ impl QpInner {
                         return Err(inval);
                     }
                     if let Some(i) = pkt.headers.imm_dt {
-                        let entry = Refusal::take(self.rq.take())?;
+                        let entry = Refusal::take_entry(self.rq.take())?;
                         // The RETH came with the first packet; this is the last.
                         let len = w.as_ref().map_or(0, |w| w.access.len as u32);
                         self.recv_cq.push(
