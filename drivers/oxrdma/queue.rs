@@ -387,6 +387,11 @@ impl<T: Copy + Default, const N: usize> Small<T, N> {
         }
     }
 
+    /// The values, leaving this empty (no allocation): to move them out of a borrowed WQE.
+    pub(crate) fn take(&mut self) -> Self {
+        core::mem::replace(self, Self::new())
+    }
+
     /// `n` values that `fill` writes (default values before it), in place if they fit, else
     /// in an atomic allocation (the send side may run in softirq).
     fn filled(

@@ -74,10 +74,10 @@ impl QpInner {
 
     /// Sends one datagram WQE, completes it, and moves the QP to the error state if the WQE
     /// was bad.
-    fn send_datagram(&self, st: &mut QpState, e: SendEntry) {
+    fn send_datagram(&self, st: &mut QpState, e: &mut SendEntry) {
         let w = e.wqe;
         let signaled = w.flags & WQE_FLAG_SIGNALED != 0;
-        match self.datagram(st, &e) {
+        match self.datagram(st, e) {
             Ok(len) => self.complete_datagram(w.wr_id, wc_status::SUCCESS, len, signaled),
             Err(status) => {
                 self.complete_datagram(w.wr_id, status, 0, signaled);

@@ -925,7 +925,7 @@ impl QpInner {
     }
 
     /// Makes operation slot `idx` of a WQE taken from the SQ (`ext`: RFC 7306 negotiated).
-    fn iw_take_one(&self, st: &mut QpState, idx: usize, entry: SendEntry, ext: bool) -> bool {
+    fn iw_take_one(&self, st: &mut QpState, idx: usize, entry: &mut SendEntry, ext: bool) -> bool {
         let w = entry.wqe;
         let len = entry.data_len();
         let v = w.validate_for(
@@ -943,8 +943,8 @@ impl QpInner {
             compare_add: 0,
             swap: 0,
             len: 0,
-            sges: entry.sges,
-            inline: entry.inline,
+            sges: entry.sges.take(),
+            inline: entry.inline.take(),
             local_error: None,
         };
         match (v.map(|v| v.opcode), u32::try_from(len)) {

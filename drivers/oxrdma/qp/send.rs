@@ -172,7 +172,7 @@ impl QpInner {
         &self,
         st: &mut QpState,
         wait: impl Fn(&mut QpState, &SendEntry) -> bool,
-        mut take: impl FnMut(&mut QpState, usize, SendEntry) -> bool,
+        mut take: impl FnMut(&mut QpState, usize, &mut SendEntry) -> bool,
     ) -> Result<(), RingFault> {
         self.sq.refresh(&mut st.sq_view)?;
         let mut done = Ok(());
@@ -181,7 +181,7 @@ impl QpInner {
             if st.ops[idx].is_some() {
                 break; // the requester is full
             }
-            let entry = match self.sq.read(slot) {
+            let mut entry = match self.sq.read(slot) {
                 Ok(e) => e,
                 Err(f) => {
                     if f != RingFault::NoMemory {
@@ -204,7 +204,7 @@ impl QpInner {
             }
             st.sq_view.consume();
             self.sq.publish_consumer(st.sq_view.consumer());
-            if !take(st, idx, entry) {
+            if !take(st, idx, &mut entry) {
                 break;
             }
         }
@@ -362,7 +362,7 @@ impl QpInner {
     /// Executes a local operation, REG_MR or LOCAL_INV, and queues its completion behind the
     /// work before it (in slot `idx` of the requester's operations). A failure is a local QP
     /// operation error and moves the QP to the error state.
-    fn local_op(&self, st: &mut QpState, idx: usize, e: SendEntry) {
+    fn local_op(&self, st: &mut QpState, idx: usize, e: &mut SendEntry) {
         let w = e.wqe;
         let v = w.validate_for(
             self.caps.max_send_sge as u8,
@@ -411,8 +411,8 @@ impl QpInner {
             compare_add: 0,
             swap: 0,
             len: 0,
-            sges: e.sges,
-            inline: e.inline,
+            sges: e.sges.take(),
+            inline: e.inline.take(),
             local_error: done.is_err().then_some(wc_status::LOC_QP_OP_ERR),
         });
         if done.is_err() {
@@ -420,7 +420,7 @@ impl QpInner {
         }
     }
 
-    pub(super) fn post_one(&self, st: &mut QpState, idx: usize, e: SendEntry) {
+    pub(super) fn post_one(&self, st: &mut QpState, idx: usize, e: &mut SendEntry) {
         let fail = |this: &Self, st: &mut QpState, wr_id: u64, status: u8| {
             this.send_cq.push(
                 &Cqe {
@@ -456,7 +456,7 @@ impl QpInner {
         {
             return fail(self, st, e.wqe.wr_id, wc_status::LOC_QP_OP_ERR);
         }
-        let Some(len) = message_len(kind, &e) else {
+        let Some(len) = message_len(kind, e) else {
             return fail(self, st, e.wqe.wr_id, wc_status::LOC_LEN_ERR);
         };
         let seq = st.next_seq;
@@ -487,8 +487,8 @@ impl QpInner {
             compare_add: e.wqe.compare_add,
             swap: e.wqe.swap,
             len,
-            sges: e.sges,
-            inline: e.inline,
+            sges: e.sges.take(),
+            inline: e.inline.take(),
             local_error: None,
         });
     }
