@@ -51,7 +51,7 @@ use crate::wire::rc::responder::{Ack, Request, Responder, ResponderAction, Respo
 use crate::wire::rc::sequence::MessageSequence;
 use crate::wire::rc::OpKind;
 use crate::wire::uc::{UcAction, UcReceiver};
-use core::sync::atomic::{fence, AtomicBool, Ordering};
+use core::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering};
 use kernel::{
     alloc::flags::GFP_KERNEL,
     alloc::KBox,
@@ -370,6 +370,10 @@ pub(crate) struct QpInner {
     retry: AtomicBool,
     /// A QP of an iWARP device: its data path is `qp/iwarp.rs`, over a TCP connection.
     iwarp: bool,
+    /// An iWARP QP: the requests (SEND, WRITE, READ, atomic) received whole since it last took
+    /// a work request. Written under `st`, read by the doorbell without it (a hint: a QP that
+    /// receives a stream, [`iwarp::RX_STREAM`], leaves its sending to the work item).
+    iw_rx_requests: AtomicU32,
     /// An iWARP QP's connection (taken before `st`; process context only).
     #[pin]
     iw_io: Mutex<Option<iwarp::IwIo>>,
@@ -554,6 +558,7 @@ impl QpInner {
                 kernel: p.kernel,
                 errored: AtomicBool::new(false),
                 retry: AtomicBool::new(false),
+                iw_rx_requests: AtomicU32::new(0),
                 iwarp: p.iwarp,
                 iw_io <- kernel::new_mutex!(None, "oxrdma_qp_iw"),
                 sq_post <- post_view(slots),

@@ -56,7 +56,7 @@ mod plan;
 
 /// Requests received from the peer since the QP last took a work request, from which its
 /// doorbell leaves the sending to the work item ([`QpInner::iw_doorbell`]).
-const RX_STREAM: u32 = 2;
+pub(super) const RX_STREAM: u32 = 2;
 /// Bytes the transmit buffer holds (several FPDUs handed to the socket at once).
 const TX_BUF: usize = 64 * 1024;
 /// The largest ULPDU sent (a larger MSS, on `lo` for one, gets FPDUs of this size): its
@@ -274,9 +274,6 @@ pub(crate) struct IwProto {
     tx_seq: u64,
     /// The oldest operation not completed.
     done_seq: u64,
-    /// Requests (SEND, WRITE, READ, atomic) received whole since the QP last took a work
-    /// request: a QP that receives a stream ([`RX_STREAM`]).
-    rx_requests: u32,
     tx_msg: Option<TxMsg>,
     /// Operations whose work is done (bit `seq % REQ_WQES`), completed in order.
     finished: u128,
@@ -337,7 +334,6 @@ impl IwProto {
             ext: p.rdmap_ext,
             tx_seq: 0,
             done_seq: 0,
-            rx_requests: 0,
             tx_msg: None,
             finished: 0,
             unflushed: 0,
@@ -467,6 +463,7 @@ impl QpInner {
             }
             st.state = St::Rts;
             st.iw = Some(proto);
+            self.iw_rx_requests.store(0, Ordering::Relaxed);
         }
         let attached = sock.watch(waker.clone()).and_then(|()| report(&cm));
         if let Err(e) = attached {
@@ -610,13 +607,7 @@ impl QpInner {
     /// `ib_send_bw` between namespaces at a quarter of its rate). A ping-pong receives one
     /// request per turn, and its turn leaves from the system call, without a hop.
     pub(super) fn iw_doorbell(self: &Arc<Self>) {
-        let receives_stream = self
-            .st
-            .lock()
-            .iw
-            .as_ref()
-            .is_some_and(|iw| iw.rx_requests >= RX_STREAM);
-        if receives_stream {
+        if self.iw_rx_requests.load(Ordering::Relaxed) >= RX_STREAM {
             self.kick();
             return;
         }
@@ -933,7 +924,8 @@ impl QpInner {
             self.caps.max_inline_data,
             self.kernel,
         );
-        let mut op = SendOp {
+        // Made in its slot (not on the stack, then moved in: a copy).
+        let op = st.ops[idx].insert(SendOp {
             wr_id: w.wr_id,
             opcode: WrOpcode::Send,
             flags: w.flags,
@@ -946,7 +938,7 @@ impl QpInner {
             sges: entry.sges.take(),
             inline: entry.inline.take(),
             local_error: None,
-        };
+        });
         match (v.map(|v| v.opcode), u32::try_from(len)) {
             // An RDMA WRITE with immediate needs RFC 7306 (both sides speak it).
             (Ok(o @ (WrOpcode::Send | WrOpcode::SendWithInv | WrOpcode::RdmaWrite)), Ok(l))
@@ -997,10 +989,7 @@ impl QpInner {
             }
             _ => op.local_error = Some(wc_status::LOC_QP_OP_ERR),
         }
-        if let Some(iw) = st.iw.as_mut() {
-            iw.rx_requests = 0;
-        }
-        st.ops[idx] = Some(op);
+        self.iw_rx_requests.store(0, Ordering::Relaxed);
         st.next_seq += 1;
         true
     }
@@ -1111,9 +1100,7 @@ impl QpInner {
         } else {
             let body = out.get_mut(LEN_FIELD..LEN_FIELD + h + n).ok_or(BROKEN)?;
             let (head, payload) = body.split_at_mut(h);
-            for (d, b) in head.iter_mut().zip(&hdr) {
-                *d = *b;
-            }
+            head.copy_from_slice(hdr.get(..h).ok_or(BROKEN)?);
             if !fill(payload) {
                 return Ok(None);
             }
@@ -1718,7 +1705,11 @@ impl QpInner {
                     Rdmap::ReadResponse | Rdmap::AtomicResponse | Rdmap::Terminate
                 )
             {
-                iw.rx_requests = iw.rx_requests.saturating_add(1);
+                // Written only under `st` (here, when a work request is taken, at attach):
+                // a load and a store lose no update.
+                let n = self.iw_rx_requests.load(Ordering::Relaxed);
+                self.iw_rx_requests
+                    .store(n.saturating_add(1), Ordering::Relaxed);
             }
             // Peer-to-peer mode: the responder's first segment must be the negotiated
             // ready-to-receive message (then handled like any zero-length WRITE or READ).
