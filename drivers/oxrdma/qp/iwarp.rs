@@ -924,7 +924,7 @@ impl QpInner {
             self.caps.max_inline_data,
             self.kernel,
         );
-        // Made in its slot (not on the stack, then moved in: a copy).
+        // Set up in its slot; the match below fills in the rest there.
         let op = st.ops[idx].insert(SendOp {
             wr_id: w.wr_id,
             opcode: WrOpcode::Send,
